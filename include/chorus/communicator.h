@@ -1,0 +1,92 @@
+// Communicator: a group of N ranks that run collectives together.
+//
+// Threading: a Communicator is used by one thread at a time. Every rank must call
+// the same collectives in the same order with matching arguments (as in NCCL and
+// MPI). Several asynchronous operations may be outstanding at once; they complete
+// correctly when every rank issues them in the same order.
+//
+// Progress: chorus has no progress thread. An outstanding Work advances whenever
+// its communicator is inside a call: Work::wait(), Work::done(), or any other
+// collective.
+//
+// In-place forms (as in NCCL):
+//   allreduce, broadcast, reduce:  send == recv
+//   allgather:                     send == recv + rank * send_count * elem_size
+//   reduce_scatter:                recv == send + rank * recv_count * elem_size
+//
+// Example:
+//   chorus::testing::run_ranks(4, [](chorus::Communicator& comm) {
+//     std::vector<float> v(1024, float(comm.rank()));
+//     comm.allreduce(v.data(), v.data(), v.size(), chorus::DataType::float32,
+//                    chorus::ReduceOp::sum);
+//     // every v[i] == 0 + 1 + 2 + 3
+//   });
+#pragma once
+
+#include <chorus/types.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace chorus {
+
+namespace detail {
+class CommunicatorImpl;
+struct WorkState;
+}  // namespace detail
+
+// Handle on an asynchronous collective.
+class Work {
+ public:
+  Work();
+  explicit Work(std::shared_ptr<detail::WorkState> state);
+  // Blocks until the operation has completed; rethrows its error, if any.
+  void wait();
+  // Makes progress without blocking; true once the operation has completed
+  // (successfully or not: wait() then reports the outcome).
+  bool done();
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+class Communicator {
+ public:
+  explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
+  ~Communicator();
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+
+  int rank() const;
+  int size() const;
+
+  // recv[i] = op over all ranks of send[i], on every rank; count elements each.
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                 const CallOptions& options = {});
+  // recv = concat over ranks j of rank j's send (send_count elements each).
+  void allgather(const void* send, void* recv, size_t send_count, DataType type,
+                 const CallOptions& options = {});
+  // send holds size()*recv_count elements; rank r receives block r of the
+  // reduction.
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                      ReduceOp op, const CallOptions& options = {});
+  // recv = root's send on every rank (send is read on the root only).
+  void broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                 const CallOptions& options = {});
+  // recv on root = op over all ranks of send (recv is written on the root only).
+  void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
+              const CallOptions& options = {});
+  // Returns once every rank has entered the barrier.
+  void barrier(const CallOptions& options = {});
+
+  Work allreduce_async(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                       const CallOptions& options = {});
+
+  // Internal: the implementation behind this handle.
+  detail::CommunicatorImpl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<detail::CommunicatorImpl> impl_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,57 @@
+// Basic vocabulary of the chorus API: element types, reduction operators and the
+// per-call options every collective accepts.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace chorus {
+
+// Element type of a buffer. float16 is IEEE 754 binary16, bfloat16 is the top 16
+// bits of a binary32; both reduce through float32 with round-to-nearest-even.
+enum class DataType : int {
+  int8,
+  uint8,
+  int32,
+  uint32,
+  int64,
+  uint64,
+  float16,
+  bfloat16,
+  float32,
+  float64,
+};
+inline constexpr int kDataTypeCount = 10;
+
+// Reduction operator. avg is sum followed by division by the number of ranks
+// (integer types truncate toward zero).
+enum class ReduceOp : int { sum, prod, min, max, avg };
+inline constexpr int kReduceOpCount = 5;
+
+// Size in bytes of one element; throws Error(invalid_argument) for a value
+// outside the enum.
+size_t dtype_size(DataType type);
+bool is_valid(DataType type);
+bool is_valid(ReduceOp op);
+
+// Names as the CLI and the environment spell them ("float32", "sum").
+std::string_view to_string(DataType type);
+std::string_view to_string(ReduceOp op);
+std::optional<DataType> parse_data_type(std::string_view name);
+std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+
+// Options of one collective call.
+struct CallOptions {
+  // Algorithm name as the registry spells it ("ring", "halving_doubling", ...);
+  // empty lets chorus choose. An unknown name is an invalid_argument error.
+  std::string algorithm;
+  // Deadline for the whole call; 0 means the communicator's default
+  // (CHORUS_TIMEOUT, 300 s unless set).
+  std::chrono::milliseconds timeout{0};
+};
+
+}  // namespace chorus

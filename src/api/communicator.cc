@@ -1,0 +1,308 @@
+#include "api/communicator_impl.h"
+
+#include "core/check.h"
+#include "core/reduce_kernels.h"
+
+#include <algorithm>
+
+namespace chorus {
+namespace detail {
+
+namespace {
+
+constexpr size_t kProgramCacheEntries = 256;
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+size_t checked_mul(size_t a, size_t b, const char* what) {
+  size_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(ErrorCode::invalid_argument, what, " overflows size_t (", a, " x ", b, ")");
+  return r;
+}
+
+}  // namespace
+
+ScratchPool::Buffer ScratchPool::take(size_t bytes) {
+  if (bytes == 0) return {};
+  auto best = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it)
+    if (it->bytes >= bytes && (best == free_.end() || it->bytes < best->bytes)) best = it;
+  if (best != free_.end()) {
+    Buffer b = std::move(*best);
+    free_.erase(best);
+    return b;
+  }
+  // Default-initialized: scratch is always written before it is read.
+  return {std::unique_ptr<std::byte[]>(new std::byte[bytes]), bytes};
+}
+
+void ScratchPool::give(Buffer buffer) {
+  if (buffer.bytes == 0) return;
+  constexpr size_t kKeep = 4;
+  free_.push_back(std::move(buffer));
+  if (free_.size() > kKeep) {
+    auto smallest = std::min_element(free_.begin(), free_.end(),
+                                     [](const Buffer& a, const Buffer& b) { return a.bytes < b.bytes; });
+    free_.erase(smallest);
+  }
+}
+
+CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config config)
+    : transport_(std::move(transport)), config_(std::move(config)), engine_(*transport_) {}
+
+CommunicatorImpl::~CommunicatorImpl() = default;
+
+void CommunicatorImpl::validate(const CallDescriptor& c) const {
+  const std::string where = str_cat("rank ", rank(), ": ", to_string(c.collective), ": ");
+  if (!is_valid(c.type))
+    fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(c.type));
+  if (!is_valid(c.op))
+    fail(ErrorCode::invalid_argument, where, "invalid ReduceOp value ", static_cast<int>(c.op));
+  const bool rooted = c.collective == Collective::broadcast || c.collective == Collective::reduce;
+  if (rooted && (c.root < 0 || c.root >= size()))
+    fail(ErrorCode::invalid_argument, where, "root ", c.root, " outside [0, ", size(), ")");
+  if (c.options && c.options->timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, where, "negative timeout ", c.options->timeout.count(), " ms");
+  if (c.collective == Collective::barrier) return;
+
+  const size_t es = dtype_size(c.type);
+  CollectiveSpec spec{c.collective, size(), rank(), c.count, es, c.root};
+  const BufferCounts counts = buffer_counts(spec);
+  const size_t in_bytes = checked_mul(counts.input, es, "input size");
+  const size_t out_bytes = checked_mul(counts.output, es, "output size");
+  // Which buffers this rank touches: broadcast reads send on the root only,
+  // reduce writes recv on the root only.
+  const bool uses_send = c.collective != Collective::broadcast || rank() == c.root;
+  const bool uses_recv = c.collective != Collective::reduce || rank() == c.root;
+  if (uses_send && in_bytes > 0 && c.send == nullptr)
+    fail(ErrorCode::invalid_argument, where, "send buffer is null with count ", c.count);
+  if (uses_recv && out_bytes > 0 && c.recv == nullptr)
+    fail(ErrorCode::invalid_argument, where, "recv buffer is null with count ", c.count);
+  if (!uses_send || !uses_recv) return;
+  if (!overlaps(c.send, in_bytes, c.recv, out_bytes)) return;
+  // Overlap is allowed only in the exact in-place form.
+  const auto* s = static_cast<const std::byte*>(c.send);
+  const auto* r = static_cast<const std::byte*>(c.recv);
+  bool in_place = false;
+  if (auto off = in_place_input_offset(spec)) in_place = s == r + *off * es;
+  if (auto off = in_place_output_offset(spec)) in_place = r == s + *off * es;
+  if (!in_place)
+    fail(ErrorCode::invalid_argument, where,
+         "send and recv buffers overlap but are not the in-place form of this collective");
+}
+
+const Algorithm& CommunicatorImpl::choose(const CollectiveSpec& spec,
+                                          const CallOptions& options) const {
+  std::string name = options.algorithm;
+  if (name.empty()) name = config_.algorithm_for(spec.collective);
+  const std::string where = str_cat("rank ", rank(), ": ", to_string(spec.collective), ": ");
+  if (!name.empty() && name != "auto") {
+    const Algorithm* a = find_algorithm(spec.collective, name);
+    if (a == nullptr) {
+      // A CHORUS_ALGO name meant for other collectives is no error here.
+      if (options.algorithm.empty() && config_.algorithm.count(spec.collective) == 0) {
+        name.clear();
+      } else {
+        fail(ErrorCode::invalid_argument, where, "unknown algorithm '", name, "'; known: ",
+             algorithm_names(spec.collective));
+      }
+    } else if (a->supports(spec)) {
+      return *a;
+    } else if (!options.algorithm.empty()) {
+      // Named explicitly for this call and unable to serve it: say so.
+      fail(ErrorCode::invalid_argument, where, "algorithm '", name,
+           "' does not support this call: ", a->supports(spec).reason);
+    }
+  }
+  if (selector_) {
+    if (const Algorithm* a = selector_(spec); a != nullptr && a->supports(spec)) return *a;
+  }
+  for (const Algorithm* a : algorithms_for(spec.collective))
+    if (a->supports(spec)) return *a;
+  fail(ErrorCode::internal, where, "no algorithm supports this call");
+}
+
+std::shared_ptr<const Program> CommunicatorImpl::program_for(const Algorithm& algo,
+                                                             const CollectiveSpec& spec) {
+  const ProgramKey key{&algo, spec.count, spec.elem_size, spec.root, spec.segment_bytes};
+  if (auto it = programs_.find(key); it != programs_.end()) return it->second;
+  auto program = std::make_shared<const Program>(algo.build(spec));
+  if (programs_.size() >= kProgramCacheEntries) programs_.erase(programs_.begin());
+  programs_.emplace(key, program);
+  return program;
+}
+
+std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) {
+  if (broken_) std::rethrow_exception(broken_);
+  validate(call);
+  static const CallOptions kDefaults;
+  const CallOptions& options = call.options ? *call.options : kDefaults;
+  auto work = std::make_shared<WorkState>();
+  work->comm = this;
+  const bool empty = call.collective != Collective::barrier && call.count == 0;
+  if (empty || (size() == 1 && call.collective == Collective::barrier)) {
+    work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
+    return work;
+  }
+  const size_t es = call.collective == Collective::barrier ? 1 : dtype_size(call.type);
+  CollectiveSpec spec{call.collective, size(), rank(), call.count, es, call.root,
+                      config_.segment_bytes};
+  const Algorithm& algo = choose(spec, options);
+  auto program = program_for(algo, spec);
+  work->scratch = pool_.take(program->scratch_count * es);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
+  work->exec = std::make_shared<Execution>(
+      program, buffers, call.type, call.op,
+      str_cat(to_string(call.collective), "(", algo.name, ")"), Clock::now() + timeout);
+  if (call.op == ReduceOp::avg &&
+      (call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
+       (call.collective == Collective::reduce && rank() == call.root))) {
+    const size_t n = static_cast<size_t>(size());
+    const size_t out = buffer_counts(spec).output;
+    void* recv = call.recv;
+    const DataType type = call.type;
+    work->on_done = [=] { divide_by(type, recv, out, n); };
+  }
+  try {
+    engine_.enqueue(work->exec);
+  } catch (...) {
+    fail_all(std::current_exception());
+    throw;
+  }
+  outstanding_.push_back(work);
+  return work;
+}
+
+void CommunicatorImpl::retire(WorkState& w) {
+  if (w.finished) return;
+  w.finished = true;
+  if (w.on_done && !w.error) w.on_done();
+  pool_.give(std::move(w.scratch));
+  std::erase_if(outstanding_, [&](const auto& p) { return p.get() == &w; });
+}
+
+void CommunicatorImpl::fail_all(std::exception_ptr error) {
+  broken_ = error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    transport_->abort(e.what());
+  }
+  for (auto& w : outstanding_) {
+    w->error = error;
+    w->finished = true;
+  }
+  outstanding_.clear();
+}
+
+void CommunicatorImpl::wait(WorkState& w) {
+  if (!w.finished) {
+    if (broken_) std::rethrow_exception(broken_);
+    try {
+      engine_.wait(*w.exec);
+    } catch (...) {
+      fail_all(std::current_exception());
+    }
+    // Earlier calls complete first on every rank; finish those that are done.
+    for (auto& o : std::vector(outstanding_))
+      if (o->exec->done()) retire(*o);
+  }
+  if (w.error) std::rethrow_exception(w.error);
+}
+
+bool CommunicatorImpl::test(WorkState& w) {
+  if (w.finished) return true;
+  if (broken_) return true;
+  try {
+    engine_.poll();
+  } catch (...) {
+    fail_all(std::current_exception());
+    return true;
+  }
+  for (auto& o : std::vector(outstanding_))
+    if (o->exec->done()) retire(*o);
+  return w.finished;
+}
+
+}  // namespace detail
+
+// --- the public handles ------------------------------------------------------
+
+Communicator make_communicator(std::unique_ptr<Transport> transport, Config config) {
+  return Communicator(std::make_unique<detail::CommunicatorImpl>(std::move(transport), std::move(config)));
+}
+
+Work::Work() = default;
+Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+void Work::wait() {
+  if (!state_) fail(ErrorCode::invalid_argument, "wait() on an empty Work");
+  if (state_->comm) state_->comm->wait(*state_);
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::done() {
+  if (!state_) fail(ErrorCode::invalid_argument, "done() on an empty Work");
+  return state_->finished || state_->comm->test(*state_);
+}
+
+Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::size() const { return impl_->size(); }
+
+namespace {
+Work submit(detail::CommunicatorImpl& impl, const CallDescriptor& call) {
+  return Work(impl.submit(call));
+}
+}  // namespace
+
+void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                             const CallOptions& options) {
+  allreduce_async(send, recv, count, type, op, options).wait();
+}
+
+Work Communicator::allreduce_async(const void* send, void* recv, size_t count, DataType type,
+                                   ReduceOp op, const CallOptions& options) {
+  return submit(*impl_, {Collective::allreduce, send, recv, count, type, op, 0, &options});
+}
+
+void Communicator::allgather(const void* send, void* recv, size_t send_count, DataType type,
+                             const CallOptions& options) {
+  submit(*impl_, {Collective::allgather, send, recv, send_count, type, ReduceOp::sum, 0, &options})
+      .wait();
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                                  ReduceOp op, const CallOptions& options) {
+  submit(*impl_, {Collective::reduce_scatter, send, recv, recv_count, type, op, 0, &options}).wait();
+}
+
+void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                             const CallOptions& options) {
+  submit(*impl_, {Collective::broadcast, send, recv, count, type, ReduceOp::sum, root, &options})
+      .wait();
+}
+
+void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                          int root, const CallOptions& options) {
+  submit(*impl_, {Collective::reduce, send, recv, count, type, op, root, &options}).wait();
+}
+
+void Communicator::barrier(const CallOptions& options) {
+  submit(*impl_, {Collective::barrier, nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, 0,
+                  &options})
+      .wait();
+}
+
+}  // namespace chorus

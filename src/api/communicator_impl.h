@@ -1,0 +1,106 @@
+// The implementation behind chorus::Communicator: argument checks, algorithm
+// choice, program cache, and the executor engine over one transport.
+//
+// Every public collective funnels into one CallDescriptor and one enqueue path.
+#pragma once
+
+#include "algorithms/algorithm.h"
+#include "core/config.h"
+#include "exec/executor.h"
+#include "transport/transport.h"
+
+#include <chorus/communicator.h>
+#include <chorus/error.h>
+
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace chorus {
+
+// One collective call as the API received it.
+struct CallDescriptor {
+  Collective collective = Collective::allreduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType type = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  const CallOptions* options = nullptr;
+};
+
+// Chooses the algorithm for a call when none is named; the tuner plugs in here.
+using AlgorithmSelector = std::function<const Algorithm*(const CollectiveSpec&)>;
+
+namespace detail {
+
+// Scratch buffers, reused across calls so that a large call does not pay for
+// fresh pages every time.
+class ScratchPool {
+ public:
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t bytes = 0;
+  };
+  Buffer take(size_t bytes);
+  void give(Buffer buffer);
+
+ private:
+  std::vector<Buffer> free_;
+};
+
+struct WorkState {
+  CommunicatorImpl* comm = nullptr;
+  ScratchPool::Buffer scratch;
+  std::shared_ptr<Execution> exec;
+  std::function<void()> on_done;  // e.g. the avg division
+  std::exception_ptr error;
+  bool finished = false;
+};
+
+class CommunicatorImpl {
+ public:
+  CommunicatorImpl(std::unique_ptr<Transport> transport, Config config);
+  ~CommunicatorImpl();
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  Transport& transport() { return *transport_; }
+  const Config& config() const { return config_; }
+  void set_selector(AlgorithmSelector selector) { selector_ = std::move(selector); }
+
+  // Validates, picks the algorithm, builds (or reuses) the program, starts it.
+  std::shared_ptr<WorkState> submit(const CallDescriptor& call);
+  void wait(WorkState& work);
+  bool test(WorkState& work);
+
+  // Name of the algorithm a call would use (after overrides and fallback).
+  const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) const;
+
+ private:
+  void validate(const CallDescriptor& call) const;
+  std::shared_ptr<const Program> program_for(const Algorithm& algo, const CollectiveSpec& spec);
+  void fail_all(std::exception_ptr error);
+  void retire(WorkState& work);
+
+  std::unique_ptr<Transport> transport_;
+  Config config_;
+  Engine engine_;
+  AlgorithmSelector selector_;
+  ScratchPool pool_;
+  std::vector<std::shared_ptr<WorkState>> outstanding_;
+  std::exception_ptr broken_;  // set once a call failed: the communicator is unusable
+  // Programs are pure functions of (algorithm, spec): cache the recent ones.
+  using ProgramKey = std::tuple<const Algorithm*, size_t, size_t, int, size_t>;
+  std::map<ProgramKey, std::shared_ptr<const Program>> programs_;
+};
+
+}  // namespace detail
+
+// Wraps a transport into a Communicator.
+Communicator make_communicator(std::unique_ptr<Transport> transport, Config config);
+
+}  // namespace chorus

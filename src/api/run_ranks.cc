@@ -1,0 +1,57 @@
+#include "api/communicator_impl.h"
+#include "core/check.h"
+#include "transport/inproc/inproc_transport.h"
+
+#include <chorus/testing.h>
+
+#include <mutex>
+#include <thread>
+
+namespace chorus::testing {
+
+void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
+  if (nranks < 1) fail(ErrorCode::invalid_argument, "run_ranks: nranks must be >= 1, got ", nranks);
+  const Config config = Config::from_env();
+  auto world = make_inproc_world(nranks);
+  std::mutex mu;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      Transport* raw = nullptr;
+      try {
+        auto transport = make_inproc_transport(world, r, config.spin);
+        raw = transport.get();
+        Communicator comm = make_communicator(std::move(transport), config);
+        try {
+          body(comm);
+        } catch (...) {
+          // Recorded before the abort, so that the peers' peer_failure errors,
+          // which the abort causes, can never be taken for the first one.
+          std::string what = "a non-standard exception";
+          try {
+            throw;
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          {
+            std::lock_guard lock(mu);
+            if (!first) first = std::current_exception();
+          }
+          // Peers blocked on this rank fail fast instead of timing out.
+          raw->abort(str_cat("rank ", r, " raised: ", what));
+        }
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!first) first = std::current_exception();
+      }
+      inproc_rank_exited(*world, r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace chorus::testing

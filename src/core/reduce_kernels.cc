@@ -1,0 +1,187 @@
+// Reduction kernels. Each (type, op) pair is one plain loop that the compiler
+// vectorizes; the loops are instantiated twice, for the baseline ISA and for
+// AVX2+F16C, and the wider one is picked at run time when the CPU has it (F16C
+// turns float16 conversion into one instruction per 8 elements).
+#include "core/reduce_kernels.h"
+
+#include "core/check.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <type_traits>
+
+namespace chorus {
+namespace {
+
+// Wrapping arithmetic for integers (signed overflow would be undefined).
+template <typename T>
+using Wide = std::conditional_t<std::is_signed_v<T>, std::make_unsigned_t<T>, T>;
+
+struct Sum {
+  template <typename T>
+  static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(static_cast<Wide<T>>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b)));
+    else
+      return a + b;
+  }
+};
+struct Prod {
+  template <typename T>
+  static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      // Multiply in at least unsigned int width so that uint8 * uint8 does not
+      // promote to signed int and overflow.
+      using U = std::common_type_t<Wide<T>, unsigned>;
+      return static_cast<T>(static_cast<Wide<T>>(static_cast<U>(static_cast<Wide<T>>(a)) *
+                                                 static_cast<U>(static_cast<Wide<T>>(b))));
+    } else {
+      return a * b;
+    }
+  }
+};
+struct Min {
+  template <typename T>
+  static T apply(T a, T b) { return b < a ? b : a; }
+};
+struct Max {
+  template <typename T>
+  static T apply(T a, T b) { return a < b ? b : a; }
+};
+
+// float16 <-> float32 through the compiler's _Float16 type: with F16C these are
+// vcvtph2ps / vcvtps2ph; otherwise the runtime's correctly rounded routines.
+inline float h2f(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+inline uint16_t f2h(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+
+inline float b2f(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline uint16_t f2b(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+template <typename T, typename Op>
+[[gnu::always_inline]] inline void loop(void* dst, const void* a, const void* b, size_t n) {
+  T* d = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) d[i] = Op::template apply<T>(x[i], y[i]);
+}
+
+template <bool kBfloat, typename Op>
+[[gnu::always_inline]] inline void loop16(void* dst, const void* a, const void* b, size_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (kBfloat)
+      d[i] = f2b(Op::template apply<float>(b2f(x[i]), b2f(y[i])));
+    else
+      d[i] = f2h(Op::template apply<float>(h2f(x[i]), h2f(y[i])));
+  }
+}
+
+using Kernel = void (*)(void*, const void*, const void*, size_t);
+
+template <typename Op>
+[[gnu::always_inline]] inline void dispatch(DataType t, void* d, const void* a, const void* b,
+                                            size_t n) {
+  switch (t) {
+    case DataType::int8: return loop<int8_t, Op>(d, a, b, n);
+    case DataType::uint8: return loop<uint8_t, Op>(d, a, b, n);
+    case DataType::int32: return loop<int32_t, Op>(d, a, b, n);
+    case DataType::uint32: return loop<uint32_t, Op>(d, a, b, n);
+    case DataType::int64: return loop<int64_t, Op>(d, a, b, n);
+    case DataType::uint64: return loop<uint64_t, Op>(d, a, b, n);
+    case DataType::float16: return loop16<false, Op>(d, a, b, n);
+    case DataType::bfloat16: return loop16<true, Op>(d, a, b, n);
+    case DataType::float32: return loop<float, Op>(d, a, b, n);
+    case DataType::float64: return loop<double, Op>(d, a, b, n);
+  }
+}
+
+[[gnu::always_inline]] inline void reduce_any(DataType t, ReduceOp op, void* d, const void* a,
+                                              const void* b, size_t n) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return dispatch<Sum>(t, d, a, b, n);
+    case ReduceOp::prod: return dispatch<Prod>(t, d, a, b, n);
+    case ReduceOp::min: return dispatch<Min>(t, d, a, b, n);
+    case ReduceOp::max: return dispatch<Max>(t, d, a, b, n);
+  }
+}
+
+void reduce_baseline(DataType t, ReduceOp op, void* d, const void* a, const void* b, size_t n) {
+  reduce_any(t, op, d, a, b, n);
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx2,f16c,fma")]] void reduce_avx2(DataType t, ReduceOp op, void* d,
+                                                   const void* a, const void* b, size_t n) {
+  reduce_any(t, op, d, a, b, n);
+}
+#endif
+
+using ReduceFn = void (*)(DataType, ReduceOp, void*, const void*, const void*, size_t);
+
+ReduceFn pick_reduce() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return reduce_avx2;
+#endif
+  return reduce_baseline;
+}
+
+template <typename T>
+void divide_loop(void* dst, size_t n, size_t by) {
+  T* d = static_cast<T*>(dst);
+  // Integers divide in 64 bits so that a rank count beyond the type's range
+  // (int8 with 200 ranks) still divides correctly.
+  using W = std::conditional_t<std::is_floating_point_v<T>, T,
+                               std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+  const W div = static_cast<W>(by);
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(static_cast<W>(d[i]) / div);
+}
+
+}  // namespace
+
+void reduce_into(DataType type, ReduceOp op, void* dst, const void* a, const void* b,
+                 size_t count) {
+  // Chosen once; a function pointer to immutable code, not mutable state.
+  static const ReduceFn fn = pick_reduce();
+  fn(type, op, dst, a, b, count);
+}
+
+void divide_by(DataType type, void* dst, size_t count, size_t n) {
+  switch (type) {
+    case DataType::int8: return divide_loop<int8_t>(dst, count, n);
+    case DataType::uint8: return divide_loop<uint8_t>(dst, count, n);
+    case DataType::int32: return divide_loop<int32_t>(dst, count, n);
+    case DataType::uint32: return divide_loop<uint32_t>(dst, count, n);
+    case DataType::int64: return divide_loop<int64_t>(dst, count, n);
+    case DataType::uint64: return divide_loop<uint64_t>(dst, count, n);
+    case DataType::float32: return divide_loop<float>(dst, count, n);
+    case DataType::float64: return divide_loop<double>(dst, count, n);
+    case DataType::float16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < count; ++i) d[i] = f2h(h2f(d[i]) / static_cast<float>(n));
+      return;
+    }
+    case DataType::bfloat16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < count; ++i) d[i] = f2b(b2f(d[i]) / static_cast<float>(n));
+      return;
+    }
+  }
+  fail(ErrorCode::invalid_argument, "invalid DataType value ", static_cast<int>(type));
+}
+
+float half_to_float(uint16_t h) { return h2f(h); }
+uint16_t float_to_half(float f) { return f2h(f); }
+float bfloat16_to_float(uint16_t b) { return b2f(b); }
+uint16_t float_to_bfloat16(float f) { return f2b(f); }
+
+}  // namespace chorus

@@ -1,0 +1,96 @@
+// The executor: runs Programs over a Transport with real buffers.
+//
+// An Engine belongs to one communicator. It runs any number of Executions (one
+// per collective call) concurrently, in the order they were enqueued: sends to
+// one peer, and receives from one peer, are posted in enqueue order and then in
+// program order, which is what FIFO matching per ordered pair needs. An op
+// starts once its dependencies are done; copy and reduce run inline; the
+// transport moves and reduces messages.
+#pragma once
+
+#include "schedule/program.h"
+#include "transport/transport.h"
+
+#include <chorus/types.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace chorus {
+
+struct ExecBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;
+};
+
+class Execution {
+ public:
+  // `context` names the call in errors: "allreduce(ring)".
+  Execution(std::shared_ptr<const Program> program, ExecBuffers buffers, DataType type,
+            ReduceOp op, std::string context, Deadline deadline);
+
+  bool done() const { return remaining_ == 0; }
+  const std::string& context() const { return context_; }
+  Deadline deadline() const { return deadline_; }
+  // Describes what is still pending, for timeout messages.
+  std::string pending_summary() const;
+
+ private:
+  friend class Engine;
+  std::byte* address(const Region& r) const;
+
+  std::shared_ptr<const Program> program_;
+  ExecBuffers buffers_;
+  DataType type_;
+  ReduceOp op_;
+  size_t elem_size_;
+  std::string context_;
+  Deadline deadline_;
+  std::vector<uint32_t> missing_deps_;             // per op
+  std::vector<std::vector<OpIndex>> dependents_;   // per op
+  std::vector<bool> ready_;                        // deps done, not yet started
+  std::vector<bool> finished_;
+  std::vector<Reducer> reducers_;                  // per op, for recv_reduce
+  size_t remaining_;
+};
+
+class Engine {
+ public:
+  explicit Engine(Transport& transport);
+
+  // Adds an execution and starts whatever it can start now.
+  void enqueue(const std::shared_ptr<Execution>& exec);
+  // Progresses until `exec` is done. Throws on timeout or transport error.
+  void wait(const Execution& exec);
+  // Progresses without blocking.
+  void poll();
+  bool idle() const { return active_.empty(); }
+
+ private:
+  struct Pending {
+    Execution* exec;
+    OpIndex op;
+  };
+  void finish_op(Execution& e, OpIndex op);
+  void op_ready(Execution& e, OpIndex op);
+  void start_local(Execution& e, OpIndex op);
+  void pump_peer(int peer, bool sends);
+  void dispatch(const std::vector<RequestId>& done);
+  [[noreturn]] void timed_out(const Execution& e);
+
+  Transport& transport_;
+  int rank_;
+  // Per peer, ops waiting to be posted in order (sends, receives).
+  std::vector<std::deque<Pending>> send_queue_;
+  std::vector<std::deque<Pending>> recv_queue_;
+  std::unordered_map<RequestId, Pending> in_flight_;
+  std::vector<std::shared_ptr<Execution>> active_;
+  std::vector<RequestId> done_scratch_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,61 @@
+// What a schedule builder is asked to build: one collective, one rank, one size.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace chorus {
+
+enum class Collective {
+  allreduce,
+  allgather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  alltoall,
+  barrier,
+};
+inline constexpr int kCollectiveCount = 7;
+
+std::string_view to_string(Collective c);
+std::optional<Collective> parse_collective(std::string_view name);
+
+// The request a builder answers. `count` keeps the meaning it has in the API:
+//   allreduce, broadcast, reduce: elements per rank
+//   allgather:                    elements each rank contributes (send_count)
+//   reduce_scatter:               elements each rank receives (recv_count)
+//   alltoall:                     elements per (sender, receiver) block
+//   barrier:                      ignored (0)
+struct CollectiveSpec {
+  Collective collective = Collective::allreduce;
+  int nranks = 1;
+  int rank = 0;
+  size_t count = 0;
+  size_t elem_size = 1;
+  int root = 0;
+  // Pipelining segment for segmented algorithms (trees, chains), in bytes;
+  // 0 lets the builder choose its default.
+  size_t segment_bytes = 0;
+};
+
+// Element counts of the Input and Output buffers of a call.
+struct BufferCounts {
+  size_t input = 0;
+  size_t output = 0;
+};
+BufferCounts buffer_counts(const CollectiveSpec& spec);
+
+// Offset (in elements) of Input inside Output in the in-place form of a call,
+// or nullopt where the collective has no in-place form. In-place means Input
+// aliases Output at this offset:
+//   allreduce, broadcast, reduce: 0
+//   allgather:                    rank * count       (input is the rank's block)
+//   reduce_scatter:               Output aliases Input at rank * count instead;
+//                                 see in_place_output_offset.
+std::optional<size_t> in_place_input_offset(const CollectiveSpec& spec);
+// reduce_scatter's in-place form is the other way round: Output is a window of
+// Input at rank * count.
+std::optional<size_t> in_place_output_offset(const CollectiveSpec& spec);
+
+}  // namespace chorus

@@ -1,0 +1,288 @@
+#include "transport/inproc/inproc_transport.h"
+
+#include "core/check.h"
+#include "core/reduce_kernels.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+namespace chorus {
+
+namespace {
+
+struct PendingSend {
+  RequestId id;
+  const void* data;
+  size_t bytes;
+};
+struct PendingRecv {
+  RequestId id;
+  void* dst;
+  size_t bytes;
+  std::optional<Reducer> reducer;
+};
+
+// Messages of one ordered pair (src -> dst), matched in FIFO order.
+struct Channel {
+  std::mutex mu;
+  std::deque<PendingSend> sends;
+  std::deque<PendingRecv> recvs;
+};
+
+struct Completion {
+  RequestId id;
+  std::string error;  // empty on success
+};
+
+// Completion queue of one rank.
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Completion> done;
+  std::atomic<size_t> ready{0};  // size of `done`, for the lock-free spin
+  // Peers this rank currently waits for (pending receives or sends), counted.
+  std::vector<int> waiting_on;
+};
+
+}  // namespace
+
+class InprocWorld {
+ public:
+  explicit InprocWorld(int n)
+      : n_(n),
+        channels_(static_cast<size_t>(n) * static_cast<size_t>(n)),
+        boxes_(static_cast<size_t>(n)),
+        exited_(static_cast<size_t>(n)) {
+    for (auto& b : boxes_) b.waiting_on.assign(static_cast<size_t>(n), 0);
+  }
+
+  int size() const { return n_; }
+  Channel& channel(int src, int dst) {
+    return channels_[static_cast<size_t>(src) * static_cast<size_t>(n_) + static_cast<size_t>(dst)];
+  }
+  Mailbox& box(int rank) { return boxes_[static_cast<size_t>(rank)]; }
+
+  void complete(int rank, RequestId id, std::string error = {}) {
+    Mailbox& b = box(rank);
+    {
+      std::lock_guard lock(b.mu);
+      b.done.push_back({id, std::move(error)});
+      b.ready.store(b.done.size(), std::memory_order_release);
+    }
+    b.cv.notify_one();
+  }
+
+  void notify_all() {
+    for (auto& b : boxes_) {
+      { std::lock_guard lock(b.mu); }
+      b.cv.notify_all();
+    }
+  }
+
+  void mark_failed(int rank, const std::string& reason) {
+    {
+      std::lock_guard lock(fail_mu_);
+      if (failed_rank_ < 0) {
+        failed_rank_ = rank;
+        fail_reason_ = reason;
+      }
+    }
+    failed_.store(true, std::memory_order_release);
+    notify_all();
+  }
+
+  void exited(int rank) {
+    exited_[static_cast<size_t>(rank)].store(true, std::memory_order_release);
+    notify_all();
+  }
+
+  // Throws when another rank failed, or when a peer this rank waits for is gone.
+  void check_peers(int self) {
+    if (failed_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(fail_mu_);
+      if (failed_rank_ != self)
+        fail_with(ErrorCode::peer_failure, "rank ", self, ": peer ", failed_rank_,
+                  " failed: ", fail_reason_);
+    }
+    Mailbox& b = box(self);
+    for (int p = 0; p < n_; ++p)
+      if (b.waiting_on[static_cast<size_t>(p)] > 0 &&
+          exited_[static_cast<size_t>(p)].load(std::memory_order_acquire))
+        fail_with(ErrorCode::peer_failure, "rank ", self, ": peer ", p,
+                  " has returned while this rank still waits for a message with it");
+  }
+
+ private:
+  template <typename... Parts>
+  [[noreturn]] static void fail_with(ErrorCode code, Parts&&... parts) {
+    ::chorus::fail(code, std::forward<Parts>(parts)...);
+  }
+
+  int n_;
+  std::vector<Channel> channels_;
+  std::vector<Mailbox> boxes_;
+  std::vector<std::atomic<bool>> exited_;
+  std::atomic<bool> failed_{false};
+  std::mutex fail_mu_;
+  int failed_rank_ = -1;
+  std::string fail_reason_;
+};
+
+namespace {
+
+class InprocTransport final : public Transport {
+ public:
+  InprocTransport(std::shared_ptr<InprocWorld> world, int rank, std::chrono::microseconds spin)
+      : world_(std::move(world)), rank_(rank), spin_(spin) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_->size(); }
+  std::string_view name() const override { return "inproc"; }
+
+  RequestId isend(int peer, const void* data, size_t bytes) override {
+    check_peer(peer);
+    const RequestId id = next_id_++;
+    Channel& ch = world_->channel(rank_, peer);
+    std::unique_lock lock(ch.mu);
+    if (ch.recvs.empty()) {
+      // Tracked before the peer can see it, so its completion always finds it.
+      track(peer, id);
+      ch.sends.push_back({id, data, bytes});
+      return id;
+    }
+    PendingRecv r = std::move(ch.recvs.front());
+    ch.recvs.pop_front();
+    lock.unlock();
+    deliver(rank_, id, data, bytes, peer, r);
+    return id;
+  }
+
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+    check_peer(peer);
+    const RequestId id = next_id_++;
+    PendingRecv r{id, dst, bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt};
+    Channel& ch = world_->channel(peer, rank_);
+    std::unique_lock lock(ch.mu);
+    if (ch.sends.empty()) {
+      track(peer, id);
+      ch.recvs.push_back(std::move(r));
+      return id;
+    }
+    PendingSend s = ch.sends.front();
+    ch.sends.pop_front();
+    lock.unlock();
+    deliver(peer, s.id, s.data, s.bytes, rank_, r);
+    return id;
+  }
+
+  void poll(std::vector<RequestId>& done) override { drain(done); }
+
+  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
+    const size_t before = done.size();
+    Mailbox& b = world_->box(rank_);
+    // Bounded spin first: a wake-up through the condition variable costs tens
+    // of microseconds; yield so that oversubscribed threads still progress.
+    const auto spin_end = Clock::now() + spin_;
+    while (b.ready.load(std::memory_order_acquire) == 0 && Clock::now() < spin_end)
+      std::this_thread::yield();
+    while (true) {
+      drain(done);
+      if (done.size() > before) return;
+      world_->check_peers(rank_);
+      std::unique_lock lock(b.mu);
+      if (!b.done.empty()) continue;
+      if (Clock::now() >= deadline) return;
+      // Wake at least every 100 ms to re-check peer state even without notify.
+      const auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+      b.cv.wait_until(lock, wake);
+    }
+  }
+
+  void abort(const std::string& reason) override { world_->mark_failed(rank_, reason); }
+
+ private:
+  void check_peer(int peer) const {
+    if (peer < 0 || peer >= world_->size() || peer == rank_)
+      fail(ErrorCode::internal, "rank ", rank_, ": inproc transport: bad peer ", peer);
+  }
+
+  void track(int peer, RequestId id) {
+    Mailbox& b = world_->box(rank_);
+    std::lock_guard lock(b.mu);
+    ++b.waiting_on[static_cast<size_t>(peer)];
+    tracked_.emplace(id, peer);
+  }
+
+  // Moves one message; runs on whichever thread completed the match.
+  void deliver(int src, RequestId send_id, const void* data, size_t send_bytes, int dst,
+               const PendingRecv& r) {
+    if (send_bytes != r.bytes) {
+      const std::string err = str_cat("message size mismatch between rank ", src, " (sends ",
+                                      send_bytes, " B) and rank ", dst, " (expects ", r.bytes,
+                                      " B)");
+      world_->complete(src, send_id, err);
+      world_->complete(dst, r.id, err);
+      return;
+    }
+    if (send_bytes > 0) {
+      if (r.reducer) {
+        const size_t count = send_bytes / dtype_size(r.reducer->type);
+        reduce_into(r.reducer->type, r.reducer->op, r.dst, r.reducer->local, data, count);
+      } else {
+        std::memcpy(r.dst, data, send_bytes);
+      }
+    }
+    world_->complete(src, send_id);
+    world_->complete(dst, r.id);
+  }
+
+  void drain(std::vector<RequestId>& done) {
+    Mailbox& b = world_->box(rank_);
+    if (b.ready.load(std::memory_order_acquire) == 0) return;
+    std::vector<Completion> got;
+    {
+      std::lock_guard lock(b.mu);
+      got.swap(b.done);
+      b.ready.store(0, std::memory_order_release);
+      for (const Completion& c : got) {
+        auto it = tracked_.find(c.id);
+        if (it != tracked_.end()) {
+          --b.waiting_on[static_cast<size_t>(it->second)];
+          tracked_.erase(it);
+        }
+      }
+    }
+    for (const Completion& c : got) {
+      if (!c.error.empty()) fail(ErrorCode::mismatch, "rank ", rank_, ": ", c.error);
+      done.push_back(c.id);
+    }
+  }
+
+  std::shared_ptr<InprocWorld> world_;
+  int rank_;
+  std::chrono::microseconds spin_;
+  RequestId next_id_ = 1;
+  // Requests left pending at post time, with their peer (guarded by box mu).
+  std::unordered_map<RequestId, int> tracked_;
+};
+
+}  // namespace
+
+std::shared_ptr<InprocWorld> make_inproc_world(int nranks) {
+  return std::make_shared<InprocWorld>(nranks);
+}
+
+void inproc_rank_exited(InprocWorld& world, int rank) { world.exited(rank); }
+
+std::unique_ptr<Transport> make_inproc_transport(std::shared_ptr<InprocWorld> world, int rank,
+                                                 std::chrono::microseconds spin) {
+  return std::make_unique<InprocTransport>(std::move(world), rank, spin);
+}
+
+}  // namespace chorus

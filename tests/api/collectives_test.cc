@@ -1,0 +1,84 @@
+// Every registered algorithm, run for real on in-process ranks over the
+// foundation grid: N in {1,2,3,4,5,7,8,13,16} x counts {0, 1, N-1, N+1} x
+// every dtype x every op x in-place and out-of-place (x roots), each call
+// twice on one communicator, plus 1000003 elements on a dtype/op slice.
+#include "algorithms/algorithm.h"
+#include "support/grid.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace chorus {
+namespace {
+
+struct GridParam {
+  const Algorithm* algo;
+  int nranks;
+};
+
+std::string param_name(const ::testing::TestParamInfo<GridParam>& info) {
+  std::string name = std::string(to_string(info.param.algo->collective)) + "_" +
+                     std::string(info.param.algo->name) + "_N" + std::to_string(info.param.nranks);
+  for (char& ch : name)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+std::vector<GridParam> all_params() {
+  std::vector<GridParam> out;
+  for (const Algorithm& a : all_algorithms()) {
+    if (a.collective == Collective::barrier) continue;
+    for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16}) out.push_back({&a, n});
+  }
+  return out;
+}
+
+class CollectiveGrid : public ::testing::TestWithParam<GridParam> {};
+
+TEST_P(CollectiveGrid, MatchesReferenceExactly) {
+  const GridParam p = GetParam();
+  const auto cases = test::grid_cases(p.algo->collective, p.nranks, /*include_large=*/true);
+  std::vector<std::string> errors;
+  std::mutex mu;
+  size_t skipped = 0;
+  testing::run_ranks(p.nranks, [&](Communicator& comm) {
+    std::vector<test::GridCase> served;
+    for (const auto& c : cases) {
+      CollectiveSpec spec{c.collective, comm.size(), comm.rank(), c.count,
+                          dtype_size(c.type), c.root};
+      if (p.algo->supports(spec)) served.push_back(c);
+    }
+    auto e = test::run_grid(comm, served, std::string(p.algo->name));
+    std::lock_guard lock(mu);
+    errors.insert(errors.end(), e.begin(), e.end());
+    if (comm.rank() == 0) skipped = cases.size() - served.size();
+  });
+  for (const auto& e : errors) ADD_FAILURE() << e;
+  // An algorithm may decline a case only with a reason; the grid still has to
+  // exercise it somewhere.
+  EXPECT_LT(skipped, cases.size()) << "algorithm supports no case of its grid";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlgorithms, CollectiveGrid, ::testing::ValuesIn(all_params()),
+                         param_name);
+
+TEST(Barrier, EveryRankWaitsForTheLast) {
+  for (int n : {1, 2, 3, 5, 8, 13}) {
+    std::atomic<int> arrived{0};
+    std::atomic<bool> early{false};
+    testing::run_ranks(n, [&](Communicator& comm) {
+      for (int round = 1; round <= 3; ++round) {
+        if (comm.rank() == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        arrived.fetch_add(1);
+        comm.barrier();
+        if (arrived.load() < round * n) early = true;
+        comm.barrier();
+      }
+    });
+    EXPECT_FALSE(early.load()) << "a rank left the barrier before all arrived, N=" << n;
+  }
+}
+
+}  // namespace
+}  // namespace chorus

@@ -1,0 +1,61 @@
+// The collective test grid: exact test data, a serial reference and a checker,
+// shared by the in-process, shared-memory and TCP test suites.
+//
+// Inputs depend on (rank, element) and are chosen so that the exact result is
+// representable in every DataType whatever the reduction order (small integers;
+// prod uses factors of 1 and 2), so results are compared bit for bit against
+// the reference. Equality with the reference on every rank means all ranks
+// agree bitwise.
+#pragma once
+
+#include <chorus/chorus.h>
+
+#include "schedule/collective.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chorus::test {
+
+// Value of element i of rank r's input, as a double holding a small integer.
+double input_value(Collective c, DataType t, ReduceOp op, int rank, size_t i);
+
+// Writes `count` elements of type t holding the given doubles (exact).
+void store(DataType t, const std::vector<double>& values, void* dst);
+std::vector<std::byte> encode(DataType t, const std::vector<double>& values);
+
+// Expected output of rank `rank` for a call, as bytes of type t.
+std::vector<std::byte> expected_output(Collective c, DataType t, ReduceOp op, int nranks,
+                                       int rank, size_t count, int root);
+
+// Rank `rank`'s input buffer for a call, as bytes.
+std::vector<std::byte> make_input(Collective c, DataType t, ReduceOp op, int nranks, int rank,
+                                  size_t count);
+
+struct GridCase {
+  Collective collective;
+  size_t count;
+  DataType type;
+  ReduceOp op;
+  int root;
+  bool in_place;
+  std::string describe() const;
+};
+
+// Runs one case on `comm` with CallOptions{algorithm} and returns "" when the
+// output matches the reference, else a description of the first mismatch.
+std::string run_case(Communicator& comm, const GridCase& c, const std::string& algorithm);
+
+// The grid of the foundation issue for one collective at N ranks: counts
+// {0, 1, N-1, N+1} x every dtype x every op that applies x in/out of place x a
+// few roots, plus `large` (1000003 elements) on a slice of dtype/op pairs.
+std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large);
+
+// Runs every case twice on `comm` (two calls per collective on one
+// communicator); returns the mismatches found.
+std::vector<std::string> run_grid(Communicator& comm, const std::vector<GridCase>& cases,
+                                  const std::string& algorithm);
+
+}  // namespace chorus::test
