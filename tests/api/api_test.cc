@@ -1,0 +1,202 @@
+// The public API: argument checks, asynchronous work, failure propagation.
+#include <chorus/chorus.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <vector>
+
+namespace chorus {
+namespace {
+
+using testing::run_ranks;
+
+// Runs fn on every rank of a 3-rank group and expects each call to throw
+// invalid_argument mentioning `what`.
+void expect_invalid(const std::function<void(Communicator&)>& fn, const std::string& what) {
+  std::atomic<int> caught{0};
+  run_ranks(3, [&](Communicator& comm) {
+    try {
+      fn(comm);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      ++caught;
+      return;
+    }
+    ADD_FAILURE() << "no error on rank " << comm.rank();
+  });
+  EXPECT_EQ(caught.load(), 3);
+}
+
+TEST(Api, NullBufferWithCount) {
+  std::vector<float> v(4);
+  expect_invalid([&](Communicator& c) { c.allreduce(nullptr, v.data(), 4, DataType::float32, ReduceOp::sum); },
+                 "send buffer is null");
+  expect_invalid([&](Communicator& c) { c.allgather(v.data(), nullptr, 1, DataType::float32); },
+                 "recv buffer is null");
+}
+
+TEST(Api, NullBuffersWithZeroCountAreFine) {
+  run_ranks(3, [](Communicator& c) {
+    c.allreduce(nullptr, nullptr, 0, DataType::float32, ReduceOp::sum);
+    c.broadcast(nullptr, nullptr, 0, DataType::int8, 1);
+  });
+}
+
+TEST(Api, RootOutOfRange) {
+  std::vector<float> v(4);
+  expect_invalid([&](Communicator& c) { c.broadcast(v.data(), v.data(), 4, DataType::float32, 3); },
+                 "root 3 outside [0, 3)");
+  expect_invalid([&](Communicator& c) {
+    c.reduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, -1);
+  }, "root -1");
+}
+
+TEST(Api, EnumValuesOutsideTheEnum) {
+  std::vector<float> v(4);
+  expect_invalid([&](Communicator& c) {
+    c.allreduce(v.data(), v.data(), 4, static_cast<DataType>(42), ReduceOp::sum);
+  }, "invalid DataType value 42");
+  expect_invalid([&](Communicator& c) {
+    c.allreduce(v.data(), v.data(), 4, DataType::float32, static_cast<ReduceOp>(-3));
+  }, "invalid ReduceOp value -3");
+}
+
+TEST(Api, OverlapThatIsNotInPlace) {
+  std::vector<float> v(16);
+  expect_invalid([&](Communicator& c) {
+    c.allreduce(v.data(), v.data() + 1, 4, DataType::float32, ReduceOp::sum);
+  }, "not the in-place form");
+  // allgather in place means send == recv + rank * count; recv itself is not.
+  expect_invalid([&](Communicator& c) {
+    c.allgather(v.data() + (c.rank() + 1) % 3, v.data(), 1, DataType::float32);
+  }, "not the in-place form");
+}
+
+TEST(Api, UnknownAlgorithmListsTheKnownOnes) {
+  std::vector<float> v(4);
+  expect_invalid([&](Communicator& c) {
+    CallOptions o;
+    o.algorithm = "warp_drive";
+    c.allreduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, o);
+  }, "unknown algorithm 'warp_drive'; known: ring");
+}
+
+TEST(Api, NoBytesMoveBeforeTheCheck) {
+  // A bad call on every rank leaves the communicator usable.
+  run_ranks(2, [](Communicator& c) {
+    std::vector<int32_t> v(4, c.rank() + 1);
+    EXPECT_THROW(c.broadcast(v.data(), v.data(), 4, DataType::int32, 7), Error);
+    c.allreduce(v.data(), v.data(), 4, DataType::int32, ReduceOp::sum);
+    EXPECT_EQ(v, (std::vector<int32_t>(4, 3)));
+  });
+}
+
+TEST(Api, AsyncOperationsCompleteInIssueOrder) {
+  run_ranks(4, [](Communicator& c) {
+    constexpr int kOps = 6;
+    std::vector<std::vector<int64_t>> bufs(kOps);
+    std::vector<Work> work;
+    for (int i = 0; i < kOps; ++i) {
+      bufs[static_cast<size_t>(i)].assign(static_cast<size_t>(1000 + i * 517), c.rank() * 10 + i);
+      work.push_back(c.allreduce_async(bufs[static_cast<size_t>(i)].data(),
+                                       bufs[static_cast<size_t>(i)].data(),
+                                       bufs[static_cast<size_t>(i)].size(), DataType::int64,
+                                       ReduceOp::sum));
+    }
+    // Wait out of order; each must hold its own sum.
+    for (int i = kOps - 1; i >= 0; --i) work[static_cast<size_t>(i)].wait();
+    for (int i = 0; i < kOps; ++i)
+      for (int64_t x : bufs[static_cast<size_t>(i)]) ASSERT_EQ(x, 60 + 4 * i);
+    EXPECT_TRUE(work[0].done());
+  });
+}
+
+TEST(Api, DonePollsToCompletion) {
+  run_ranks(2, [](Communicator& c) {
+    std::vector<float> v(100000, 1.0f);
+    Work w = c.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!w.done()) ASSERT_LT(std::chrono::steady_clock::now(), end);
+    w.wait();
+    EXPECT_EQ(v[99999], 1.0f);
+  });
+}
+
+TEST(Api, FailingRankMakesPeersFailFast) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run_ranks(4, [](Communicator& c) {
+      if (c.rank() == 2) throw std::runtime_error("rank two gives up");
+      std::vector<float> v(16);
+      c.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+    });
+    FAIL() << "run_ranks should rethrow";
+  } catch (const Error& e) {
+    FAIL() << "the first exception is rank 2's, got: " << e.what();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "rank two gives up");
+  }
+  // Far below the 300 s default timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
+TEST(Api, PeersSeePeerFailure) {
+  std::atomic<int> peer_failures{0};
+  EXPECT_THROW(run_ranks(3,
+                         [&](Communicator& c) {
+                           if (c.rank() == 0) throw std::logic_error("boom");
+                           std::vector<float> v(16);
+                           try {
+                             c.allreduce(v.data(), v.data(), v.size(), DataType::float32,
+                                         ReduceOp::sum);
+                           } catch (const Error& e) {
+                             if (e.code() == ErrorCode::peer_failure) ++peer_failures;
+                             throw;
+                           }
+                         }),
+               std::logic_error);
+  EXPECT_EQ(peer_failures.load(), 2);
+}
+
+TEST(Api, PerCallTimeout) {
+  std::atomic<int> timeouts{0};
+  EXPECT_THROW(run_ranks(2,
+                         [&](Communicator& c) {
+                           if (c.rank() == 1) {
+                             // Rank 1 is late (but alive) for longer than rank 0 waits.
+                             std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                             return;
+                           }
+                           std::vector<float> v(4);
+                           CallOptions o;
+                           o.timeout = std::chrono::milliseconds(50);
+                           try {
+                             c.allreduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, o);
+                           } catch (const Error& e) {
+                             if (e.code() == ErrorCode::timeout) ++timeouts;
+                             EXPECT_NE(std::string(e.what()).find("allreduce(ring)"),
+                                       std::string::npos) << e.what();
+                             throw;
+                           }
+                         }),
+               Error);
+  EXPECT_EQ(timeouts.load(), 1);
+}
+
+TEST(Api, AvgOfIntegersTruncates) {
+  run_ranks(3, [](Communicator& c) {
+    std::vector<int32_t> v{c.rank(), 2, -c.rank()};
+    c.allreduce(v.data(), v.data(), 3, DataType::int32, ReduceOp::avg);
+    EXPECT_EQ(v, (std::vector<int32_t>{1, 2, -1}));  // 3/3, 6/3, -3/3
+    std::vector<int32_t> w{c.rank() == 0 ? 2 : 0};
+    c.allreduce(w.data(), w.data(), 1, DataType::int32, ReduceOp::avg);
+    EXPECT_EQ(w[0], 0);  // 2/3 truncates
+  });
+}
+
+}  // namespace
+}  // namespace chorus
