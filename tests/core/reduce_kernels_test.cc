@@ -37,6 +37,25 @@ TEST(ReduceKernels, HalfSumRoundsThroughFloat) {
   EXPECT_EQ(half_to_float(d[1]), 3.75f);
 }
 
+// Long enough for the vector path: every lane must round as the scalar path.
+TEST(ReduceKernels, HalfVectorPathMatchesScalarRounding) {
+  const size_t n = 1003;
+  std::vector<uint16_t> a(n), b(n), d(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = float_to_half(static_cast<float>(i) * 1.37f + 2048.0f);
+    b[i] = float_to_half(static_cast<float>(i % 17) * 0.51f);
+  }
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+    reduce_into(DataType::float16, op, d.data(), a.data(), b.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      const float x = half_to_float(a[i]), y = half_to_float(b[i]);
+      const float r = op == ReduceOp::sum ? x + y : op == ReduceOp::prod ? x * y
+                      : op == ReduceOp::min ? std::min(x, y) : std::max(x, y);
+      ASSERT_EQ(d[i], float_to_half(r)) << "op " << static_cast<int>(op) << " i " << i;
+    }
+  }
+}
+
 TEST(ReduceKernels, IntegerSumAndProdWrap) {
   std::vector<int8_t> a{120, -128}, b{10, -1}, d(2);
   reduce_into(DataType::int8, ReduceOp::sum, d.data(), a.data(), b.data(), 2);
