@@ -78,6 +78,24 @@ class Communicator {
               const CallOptions& options = {});
   // Returns once every rank has entered the barrier.
   void barrier(const CallOptions& options = {});
+  // send holds size() blocks of `count` elements; block j goes to rank j, and
+  // block j of recv receives rank j's block rank(). Buffers must not overlap.
+  void alltoall(const void* send, void* recv, size_t count, DataType type,
+                const CallOptions& options = {});
+
+  // Point to point. The k-th send from rank a to rank b matches the k-th recv
+  // at b from a (FIFO per ordered pair, in call order, also across
+  // collectives); counts and types must agree. A zero-count message is a real
+  // message. peer must be another rank of this communicator.
+  //   if (comm.rank() == 0) comm.send(v.data(), v.size(), DataType::float32, 1);
+  //   if (comm.rank() == 1) comm.recv(v.data(), v.size(), DataType::float32, 0);
+  void send(const void* buf, size_t count, DataType type, int peer,
+            const CallOptions& options = {});
+  void recv(void* buf, size_t count, DataType type, int peer, const CallOptions& options = {});
+  // Asynchronous forms: buf stays untouched by the caller until the Work is done.
+  Work isend(const void* buf, size_t count, DataType type, int peer,
+             const CallOptions& options = {});
+  Work irecv(void* buf, size_t count, DataType type, int peer, const CallOptions& options = {});
 
   Work allreduce_async(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                        const CallOptions& options = {});

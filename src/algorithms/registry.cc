@@ -3,6 +3,7 @@
 // that does is used.
 #include "algorithms/algorithm.h"
 
+#include "algorithms/alltoall.h"
 #include "algorithms/barrier.h"
 #include "algorithms/binomial.h"
 #include "algorithms/ring.h"
@@ -27,6 +28,10 @@ const Algorithm kAlgorithms[] = {
      binomial_reduce},
     {C::barrier, "dissemination", "ceil(log2 N) rounds of empty messages",
      dissemination_supports, dissemination_barrier},
+    {C::alltoall, "pairwise", "N-1 steps, one block to rank r+s at step s", alltoall_supports,
+     pairwise_alltoall},
+    {C::alltoall, "bruck", "ceil(log2 N) steps of packed blocks (small blocks)",
+     alltoall_supports, bruck_alltoall},
 };
 
 }  // namespace

@@ -180,6 +180,54 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   return work;
 }
 
+std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
+    OpKind kind, const void* send, void* recv, size_t count, DataType type, int peer,
+    const CallOptions& options) {
+  if (broken_) std::rethrow_exception(broken_);
+  const bool sending = kind == OpKind::send;
+  CHORUS_CHECK(sending || kind == OpKind::recv);
+  const std::string context = str_cat(sending ? "send to" : "recv from", " peer ", peer);
+  const std::string where = str_cat("rank ", rank(), ": ", context, ": ");
+  if (!is_valid(type))
+    fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(type));
+  if (peer < 0 || peer >= size())
+    fail(ErrorCode::invalid_argument, where, "peer outside [0, ", size(), ")");
+  if (peer == rank()) fail(ErrorCode::invalid_argument, where, "peer is this rank itself");
+  if (options.timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, where, "negative timeout ", options.timeout.count(), " ms");
+  checked_mul(count, dtype_size(type), "message size");
+  if (count > 0 && (sending ? send == nullptr : recv == nullptr))
+    fail(ErrorCode::invalid_argument, where, "buffer is null with count ", count);
+
+  // One op; a zero-count message is still sent, so that it orders and matches.
+  auto program = std::make_shared<Program>();
+  Op op;
+  op.kind = kind;
+  op.peer = peer;
+  if (sending) {
+    program->input_count = count;
+    op.src = ProgramBuilder::input(0, count);
+  } else {
+    program->output_count = count;
+    op.dst = ProgramBuilder::output(0, count);
+  }
+  program->ops.push_back(std::move(op));
+
+  auto work = std::make_shared<WorkState>();
+  work->comm = this;
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  work->exec = std::make_shared<Execution>(std::move(program), ExecBuffers{send, recv, nullptr},
+                                           type, ReduceOp::sum, context, Clock::now() + timeout);
+  try {
+    engine_.enqueue(work->exec);
+  } catch (...) {
+    fail_all(std::current_exception());
+    throw;
+  }
+  outstanding_.push_back(work);
+  return work;
+}
+
 void CommunicatorImpl::retire(WorkState& w) {
   if (w.finished) return;
   w.finished = true;
@@ -297,6 +345,31 @@ void Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
 void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                           int root, const CallOptions& options) {
   submit(*impl_, {Collective::reduce, send, recv, count, type, op, root, &options}).wait();
+}
+
+void Communicator::alltoall(const void* send, void* recv, size_t count, DataType type,
+                            const CallOptions& options) {
+  submit(*impl_, {Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, &options}).wait();
+}
+
+void Communicator::send(const void* buf, size_t count, DataType type, int peer,
+                        const CallOptions& options) {
+  isend(buf, count, type, peer, options).wait();
+}
+
+void Communicator::recv(void* buf, size_t count, DataType type, int peer,
+                        const CallOptions& options) {
+  irecv(buf, count, type, peer, options).wait();
+}
+
+Work Communicator::isend(const void* buf, size_t count, DataType type, int peer,
+                         const CallOptions& options) {
+  return Work(impl_->submit_point_to_point(OpKind::send, buf, nullptr, count, type, peer, options));
+}
+
+Work Communicator::irecv(void* buf, size_t count, DataType type, int peer,
+                         const CallOptions& options) {
+  return Work(impl_->submit_point_to_point(OpKind::recv, nullptr, buf, count, type, peer, options));
 }
 
 void Communicator::barrier(const CallOptions& options) {

@@ -74,6 +74,11 @@ class CommunicatorImpl {
 
   // Validates, picks the algorithm, builds (or reuses) the program, starts it.
   std::shared_ptr<WorkState> submit(const CallDescriptor& call);
+  // Send or receive of `count` elements to/from `peer` as a one-op Program on
+  // the same engine (kind is OpKind::send or OpKind::recv).
+  std::shared_ptr<WorkState> submit_point_to_point(OpKind kind, const void* send, void* recv,
+                                                   size_t count, DataType type, int peer,
+                                                   const CallOptions& options);
   void wait(WorkState& work);
   bool test(WorkState& work);
 

@@ -239,6 +239,25 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
       }
       break;
     }
+    case Collective::alltoall: {
+      std::vector<std::byte> out(c.count * nn * es, kPoison);
+      if (c.in_place) {
+        // AllToAll has no in-place form: an aliased call must be refused
+        // before any byte moves (a count of 0 moves nothing and is accepted).
+        std::vector<std::byte> buf = input;
+        try {
+          comm.alltoall(buf.data(), buf.data(), c.count, c.type, opts);
+        } catch (const Error& e) {
+          if (e.code() == ErrorCode::invalid_argument && c.count > 0 && buf == input) return "";
+          return str_cat("rank ", r, " ", c.describe(), ": unexpected error: ", e.what());
+        }
+        if (c.count == 0) return "";
+        return str_cat("rank ", r, " ", c.describe(), ": aliased alltoall was accepted");
+      }
+      comm.alltoall(input.data(), out.data(), c.count, c.type, opts);
+      result = std::move(out);
+      break;
+    }
     default: fail(ErrorCode::internal, "grid: unsupported collective ", to_string(c.collective));
   }
   if (result == expect) return "";
