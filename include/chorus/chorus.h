@@ -3,5 +3,6 @@
 
 #include <chorus/communicator.h>
 #include <chorus/error.h>
+#include <chorus/init.h>
 #include <chorus/testing.h>
 #include <chorus/types.h>

@@ -23,7 +23,77 @@ double parse_number(const char* var, const std::string& text) {
   return v;
 }
 
+// A non-negative decimal integer below 2^31, or an error naming the variable.
+int parse_index(const char* var, const std::string& text) {
+  int v = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0)
+    fail(ErrorCode::invalid_argument, var, "='", text, "' is not a non-negative integer");
+  return v;
+}
+
+// One launcher's pair of (rank, size) variables.
+struct RankVars {
+  const char* source;
+  const char* rank;
+  const char* size;
+};
+
 }  // namespace
+
+BootstrapEnv read_bootstrap_env() {
+  BootstrapEnv env;
+  // Launchers from the innermost to the outermost: launchers nest (mpirun or
+  // torchrun inside a Slurm allocation, which leaves SLURM_PROCID=0 in every
+  // rank's environment), so the first one whose variables are set wins and
+  // those of the launchers around it are ignored. Within the chosen pair, a
+  // half-set pair or a rank outside [0, size) is an error naming the variable.
+  const RankVars launchers[] = {{"CHORUS", "CHORUS_RANK", "CHORUS_WORLD_SIZE"},
+                                {"torchrun", "RANK", "WORLD_SIZE"},
+                                {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                {"MPICH Hydra", "PMI_RANK", "PMI_SIZE"},
+                                {"Slurm", "SLURM_PROCID", "SLURM_NTASKS"}};
+  const RankVars* chosen = nullptr;
+  for (const RankVars& l : launchers) {
+    auto r = env_var(l.rank);
+    auto n = env_var(l.size);
+    if (!r && !n) continue;
+    if (!r) fail(ErrorCode::invalid_argument, l.size, " is set but ", l.rank, " is not");
+    if (!n) fail(ErrorCode::invalid_argument, l.rank, " is set but ", l.size, " is not");
+    const int rank = parse_index(l.rank, *r);
+    const int size = parse_index(l.size, *n);
+    if (size < 1) fail(ErrorCode::invalid_argument, l.size, "='", *n, "' must be at least 1");
+    if (rank >= size)
+      fail(ErrorCode::invalid_argument, l.rank, "=", rank, " is not below ", l.size, "=", size);
+    chosen = &l;
+    env.rank = rank;
+    env.world_size = size;
+    env.source = l.source;
+    break;
+  }
+  if (chosen == nullptr)
+    fail(ErrorCode::invalid_argument,
+         "no rank in the environment: set CHORUS_RANK and CHORUS_WORLD_SIZE, or start under "
+         "torchrun (RANK, WORLD_SIZE), mpirun (OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE) "
+         "or srun (SLURM_PROCID/SLURM_NTASKS)");
+  if (auto s = env_var("CHORUS_STORE"); s && !s->empty()) {
+    env.store = *s;
+  } else {
+    auto addr = env_var("MASTER_ADDR");
+    auto port = env_var("MASTER_PORT");
+    if (addr && !port) fail(ErrorCode::invalid_argument, "MASTER_ADDR is set but MASTER_PORT is not");
+    if (port && !addr) fail(ErrorCode::invalid_argument, "MASTER_PORT is set but MASTER_ADDR is not");
+    if (!addr)
+      fail(ErrorCode::invalid_argument, "rank ", env.rank, " of ", env.world_size, " (from ",
+           env.source, " variables): no store; set CHORUS_STORE=file:///shared/dir or "
+           "tcp://host:port, or MASTER_ADDR and MASTER_PORT");
+    const int p = parse_index("MASTER_PORT", *port);
+    if (p < 1 || p > 65535)
+      fail(ErrorCode::invalid_argument, "MASTER_PORT='", *port, "' is not a port from 1 to 65535");
+    env.store = str_cat("tcp://", *addr, ":", p);
+  }
+  return env;
+}
 
 std::optional<std::string> env_var(const char* name) {
   const char* v = std::getenv(name);
@@ -92,6 +162,14 @@ Config Config::from_env() {
   if (auto v = env_var("CHORUS_SEGMENT"); v && !v->empty())
     cfg.segment_bytes = static_cast<size_t>(parse_number("CHORUS_SEGMENT", *v));
   if (auto v = env_var("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
+  if (auto v = env_var("CHORUS_TCP_STREAMS"); v && !v->empty()) {
+    const double n = parse_number("CHORUS_TCP_STREAMS", *v);
+    if (n < 1 || n > 64 || n != static_cast<double>(static_cast<size_t>(n)))
+      fail(ErrorCode::invalid_argument, "CHORUS_TCP_STREAMS='", *v,
+           "' must be an integer from 1 to 64");
+    cfg.tcp_streams = static_cast<size_t>(n);
+  }
+  if (auto v = env_var("CHORUS_TCP_ADDR")) cfg.tcp_address = *v;
   return cfg;
 }
 

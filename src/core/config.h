@@ -8,7 +8,14 @@
 //   CHORUS_SPIN_US     microseconds a waiting rank spins before it blocks
 //                      (default 50; 0 blocks at once)
 //   CHORUS_SEGMENT     pipelining segment in bytes for segmented algorithms
-//   CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_STORE   bootstrap (init_from_env)
+//   CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_STORE   bootstrap (init_from_env);
+//                      without them the variables of existing launchers:
+//                      RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun),
+//                      OMPI_COMM_WORLD_RANK/_SIZE (Open MPI), PMI_RANK/PMI_SIZE
+//                      (MPICH Hydra), SLURM_PROCID/SLURM_NTASKS (Slurm)
+//   CHORUS_TCP_STREAMS sockets per peer of the tcp transport (default 1)
+//   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
+//                      (default: the local address that routes to the store)
 //   CHORUS_TUNING_FILE calibrated alpha/beta for the tuner
 #pragma once
 
@@ -36,6 +43,8 @@ struct Config {
   std::chrono::microseconds spin{50};
   size_t segment_bytes = 0;  // 0 = each algorithm's default
   std::string tuning_file;
+  size_t tcp_streams = 1;
+  std::string tcp_address;  // "" = derive from the route to the store
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;
@@ -44,6 +53,23 @@ struct Config {
   // Error(invalid_argument) naming the variable.
   static Config from_env();
 };
+
+// Where this process sits in a job and how it meets its peers, as the
+// environment of the launcher tells it (see read_bootstrap_env).
+struct BootstrapEnv {
+  int rank = -1;
+  int world_size = -1;
+  std::string store;   // "file:///dir" or "tcp://host:port"
+  std::string source;  // which launcher's variables were used: "CHORUS", "torchrun", ...
+};
+
+// Reads CHORUS_RANK / CHORUS_WORLD_SIZE / CHORUS_STORE, else the variables of
+// torchrun, Open MPI, MPICH Hydra or Slurm (the first launcher found, in that
+// order, wins: launchers nest inside Slurm allocations). The store defaults to
+// tcp://MASTER_ADDR:MASTER_PORT. A variable that is missing, malformed or
+// contradicts its partner (rank without size, rank >= size, MASTER_ADDR
+// without MASTER_PORT) throws Error(invalid_argument) naming the variable.
+BootstrapEnv read_bootstrap_env();
 
 // Value of an environment variable, or nullopt when unset.
 std::optional<std::string> env_var(const char* name);

@@ -1,0 +1,278 @@
+#include "bootstrap/bootstrap.h"
+
+#include "api/communicator_impl.h"
+#include "bootstrap/file_store.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/tcp/socket.h"
+#include "transport/tcp/tcp_transport.h"
+
+#include <chorus/init.h>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
+namespace chorus {
+
+namespace {
+
+std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string to_string(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// Routes each peer to the transport that reaches it: shm for the ranks of this
+// host (a sub-group with ranks of its own), tcp for the others. Request ids
+// carry the sub-transport in their lowest bit.
+//
+// Waiting: the two transports have no common thing to block on, so a wait
+// with nothing complete alternates short waits on each (kSlice); a completion
+// on either is seen within one slice.
+class CompositeTransport final : public Transport {
+ public:
+  CompositeTransport(int rank, int size, std::unique_ptr<Transport> shm,
+                     std::vector<int> local_of_global, std::unique_ptr<Transport> tcp)
+      : rank_(rank),
+        size_(size),
+        shm_(std::move(shm)),
+        tcp_(std::move(tcp)),
+        local_(std::move(local_of_global)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return "shm+tcp"; }
+
+  RequestId isend(int peer, const void* data, size_t bytes) override {
+    const int local = local_[static_cast<size_t>(peer)];
+    if (local >= 0) return shm_->isend(local, data, bytes) << 1;
+    return (tcp_->isend(peer, data, bytes) << 1) | 1;
+  }
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+    const int local = local_[static_cast<size_t>(peer)];
+    if (local >= 0) return shm_->irecv(local, dst, bytes, reducer) << 1;
+    return (tcp_->irecv(peer, dst, bytes, reducer) << 1) | 1;
+  }
+  void poll(std::vector<RequestId>& done) override {
+    take(*shm_, 0, done, nullptr);
+    take(*tcp_, 1, done, nullptr);
+  }
+  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
+    const size_t before = done.size();
+    while (true) {
+      poll(done);
+      if (done.size() > before) return;
+      const auto now = Clock::now();
+      if (now >= deadline) return;
+      const Deadline slice = std::min(deadline, now + kSlice);
+      take(*shm_, 0, done, &slice);
+      if (done.size() > before) return;
+      take(*tcp_, 1, done, &slice);
+      if (done.size() > before) return;
+    }
+  }
+  void abort(const std::string& reason) override {
+    shm_->abort(reason);
+    tcp_->abort(reason);
+  }
+
+ private:
+  static constexpr auto kSlice = std::chrono::microseconds(200);
+
+  void take(Transport& t, RequestId tag, std::vector<RequestId>& done, const Deadline* until) {
+    scratch_.clear();
+    if (until) t.wait_some(scratch_, *until);
+    else t.poll(scratch_);
+    for (RequestId id : scratch_) done.push_back((id << 1) | tag);
+  }
+
+  int rank_;
+  int size_;
+  std::unique_ptr<Transport> shm_;
+  std::unique_ptr<Transport> tcp_;
+  std::vector<int> local_;  // global rank -> rank in the shm group, -1 = over tcp
+  std::vector<RequestId> scratch_;
+};
+
+// Keeps what a communicator's transport depends on alive as long as it: the
+// store (and, on the rank that hosts it, the store server, which peers may
+// still be using while this rank already runs collectives).
+class BootstrappedTransport final : public Transport {
+ public:
+  BootstrappedTransport(std::unique_ptr<Transport> inner, OpenedStore store)
+      : store_(std::move(store)), inner_(std::move(inner)) {}
+  ~BootstrappedTransport() override { inner_.reset(); }
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string_view name() const override { return inner_->name(); }
+  RequestId isend(int peer, const void* data, size_t bytes) override {
+    return inner_->isend(peer, data, bytes);
+  }
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+    return inner_->irecv(peer, dst, bytes, reducer);
+  }
+  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
+    inner_->wait_some(done, deadline);
+  }
+  void poll(std::vector<RequestId>& done) override { inner_->poll(done); }
+  void abort(const std::string& reason) override { inner_->abort(reason); }
+
+ private:
+  OpenedStore store_;  // destroyed after inner_
+  std::unique_ptr<Transport> inner_;
+};
+
+// Every rank adds itself; the last one releases the others.
+void store_barrier(Store& store, const std::string& name, int size, Deadline deadline) {
+  if (store.add(name + "/arrived", 1) == size) store.set(name + "/open", {1});
+  store.get(name + "/open", deadline);
+}
+
+}  // namespace
+
+OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline) {
+  OpenedStore out;
+  if (url.rfind("file://", 0) == 0) {
+    const std::string dir = url.substr(7);
+    if (dir.empty() || dir[0] != '/')
+      fail(ErrorCode::invalid_argument, "store URL '", url,
+           "': file:// needs an absolute path, e.g. file:///tmp/job42");
+    out.store = std::make_shared<FileStore>(dir);
+    out.kind = "file";
+    return out;
+  }
+  if (url.rfind("tcp://", 0) == 0) {
+    auto [host, port] = split_host_port(url.substr(6), str_cat("store URL '", url, "'"));
+    if (port == 0)
+      fail(ErrorCode::invalid_argument, "store URL '", url, "': port 0 cannot be agreed on");
+    const Endpoint ep = resolve(host, port, str_cat("store URL '", url, "'"));
+    if (host_server) out.server = std::make_unique<TcpStoreServer>(ep);
+    out.store = std::make_shared<TcpStore>(ep, deadline);
+    out.kind = "tcp";
+    out.host = host;
+    return out;
+  }
+  fail(ErrorCode::invalid_argument, "store URL '", url,
+       "' is neither file:///path nor tcp://host:port");
+}
+
+std::string host_identity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  return str_cat(name, "/", boot);
+}
+
+std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
+                                             const std::string& transport, const Config& config,
+                                             const std::string& tcp_address, Deadline deadline) {
+  const std::string me = host_identity();
+  store.set(str_cat("host/", rank), to_bytes(me));
+  std::vector<std::string> hosts(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) hosts[static_cast<size_t>(r)] = to_string(store.get(str_cat("host/", r), deadline));
+  // The shm group: the ranks of this host, numbered in global rank order.
+  std::vector<int> local(static_cast<size_t>(size), -1);
+  int group = 0;
+  int my_local = -1;
+  for (int r = 0; r < size; ++r)
+    if (hosts[static_cast<size_t>(r)] == me) {
+      if (r == rank) my_local = group;
+      local[static_cast<size_t>(r)] = group++;
+    }
+  const bool all_local = group == size;
+
+  TcpOptions tcp;
+  tcp.streams = config.tcp_streams;
+  tcp.address = tcp_address;
+  tcp.host_id = me;
+  tcp.spin = config.spin;
+  tcp.deadline = deadline;
+  tcp.log_level = config.log_level;
+  ShmOptions shm;
+  shm.spin = config.spin;
+  shm.deadline = deadline;
+
+  std::string mode = transport;
+  if (mode == "inproc")
+    fail(ErrorCode::invalid_argument, "rank ", rank,
+         ": CHORUS_TRANSPORT=inproc is for ranks as threads (chorus::testing::run_ranks); "
+         "processes need shm or tcp");
+  if (mode == "shm" && !all_local) {
+    std::string other;
+    for (int r = 0; r < size && other.empty(); ++r)
+      if (hosts[static_cast<size_t>(r)] != me) other = str_cat("rank ", r, " runs on ", hosts[static_cast<size_t>(r)]);
+    fail(ErrorCode::invalid_argument, "rank ", rank, ": transport shm was forced but ", other,
+         ", not on this host (", me, ")");
+  }
+  if (mode.empty()) mode = all_local ? "shm" : group == 1 ? "tcp" : "mixed";
+  log_message(config.log_level, LogLevel::info, rank, "transport ", mode, " (", group, " of ",
+              size, " ranks on this host)");
+  if (mode == "shm") {
+    PrefixStore shm_store(std::shared_ptr<Store>(&store, [](Store*) {}), "shm");
+    return make_shm_transport(shm_store, rank, size, shm);
+  }
+  if (mode == "tcp") {
+    PrefixStore tcp_store(std::shared_ptr<Store>(&store, [](Store*) {}), "net");
+    return make_tcp_transport(tcp_store, rank, size, tcp);
+  }
+  // Mixed: shm inside this host's group (a key space per host), tcp to the rest.
+  PrefixStore shm_store(std::shared_ptr<Store>(&store, [](Store*) {}), "shm/" + me);
+  auto shm_t = group > 1 ? make_shm_transport(shm_store, my_local, group, shm) : nullptr;
+  tcp.peers.assign(static_cast<size_t>(size), false);
+  for (int r = 0; r < size; ++r) tcp.peers[static_cast<size_t>(r)] = local[static_cast<size_t>(r)] < 0;
+  PrefixStore tcp_store(std::shared_ptr<Store>(&store, [](Store*) {}), "net");
+  auto tcp_t = make_tcp_transport(tcp_store, rank, size, tcp);
+  if (!shm_t) return tcp_t;
+  local[static_cast<size_t>(rank)] = -1;
+  return std::make_unique<CompositeTransport>(rank, size, std::move(shm_t), std::move(local),
+                                              std::move(tcp_t));
+}
+
+Communicator init(const InitOptions& options) {
+  Config config = Config::from_env();
+  if (options.world_size < 1)
+    fail(ErrorCode::invalid_argument, "init: world size must be >= 1, got ", options.world_size);
+  if (options.rank < 0 || options.rank >= options.world_size)
+    fail(ErrorCode::invalid_argument, "init: rank ", options.rank, " outside [0, ",
+         options.world_size, ")");
+  if (!options.transport.empty() && options.transport != "shm" && options.transport != "tcp")
+    fail(ErrorCode::invalid_argument, "init: transport '", options.transport,
+         "' is not one of shm, tcp");
+  if (options.timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, "init: negative timeout");
+  if (!options.transport.empty()) config.transport = options.transport;
+  const int rank = options.rank;
+  const int size = options.world_size;
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
+  const Deadline deadline = Clock::now() + timeout;
+
+  OpenedStore opened = open_store(options.store, rank == 0, deadline);
+  // The k-th communicator made on this store: every rank's k-th init adds 1,
+  // so the counter's value tells each rank which of them this is.
+  const int64_t ticket = opened.store->add("chorus/init", 1);
+  const int64_t index = (ticket - 1) / size;
+  auto scoped = std::make_shared<PrefixStore>(opened.store, str_cat("chorus/comm", index));
+  std::string address = config.tcp_address;
+  if (address.empty() && opened.kind == "tcp")
+    address = local_address_towards(resolve(opened.host, 0, "store host"));
+  auto transport = connect_transport(*scoped, rank, size, config.transport, config, address, deadline);
+  // Nobody leaves (and rank 0 cannot stop serving the store) before every
+  // rank has finished its own set-up.
+  store_barrier(*scoped, "ready", size, deadline);
+  return make_communicator(std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened)),
+                           std::move(config));
+}
+
+Communicator init_from_env() {
+  const BootstrapEnv env = read_bootstrap_env();
+  InitOptions options;
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.store = env.store;
+  return init(options);
+}
+
+}  // namespace chorus

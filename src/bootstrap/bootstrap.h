@@ -1,0 +1,48 @@
+// Bootstrap: from (rank, size, store URL) to a connected Transport.
+//
+//   1. open_store() opens the store the URL names; with tcp:// rank 0 also
+//      hosts the TcpStoreServer.
+//   2. Each communicator takes a key space of its own ("chorus/comm<k>/"),
+//      k counted through the store, so several communicators can share one
+//      store.
+//   3. Every rank publishes its host identity (hostname + boot id); ranks
+//      with the same identity share memory.
+//   4. The transport: shm among ranks of one host, tcp between hosts, a
+//      composite routing each peer to one of them when a job has both, or
+//      the one CHORUS_TRANSPORT forces.
+#pragma once
+
+#include "bootstrap/store.h"
+#include "bootstrap/tcp_store.h"
+#include "core/config.h"
+#include "transport/transport.h"
+
+#include <memory>
+#include <string>
+
+namespace chorus {
+
+struct OpenedStore {
+  std::shared_ptr<Store> store;
+  std::unique_ptr<TcpStoreServer> server;  // set on the rank that hosts it
+  std::string kind;                        // "file" or "tcp"
+  std::string host;                        // tcp: the server's host
+};
+
+// Opens "file:///dir" or "tcp://host:port". With tcp, `host_server` makes this
+// process serve the store at host:port first. Throws Error(invalid_argument)
+// for a malformed URL (naming it).
+OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline);
+
+// "hostname/boot-id": equal for two processes exactly when they run on the
+// same booted machine (so that they can share memory).
+std::string host_identity();
+
+// Builds the transport of `rank` over `store` (a key space of this
+// communicator), choosing per peer as described above. `transport` is "",
+// "shm" or "tcp".
+std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
+                                             const std::string& transport, const Config& config,
+                                             const std::string& tcp_address, Deadline deadline);
+
+}  // namespace chorus

@@ -1,0 +1,868 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include "core/check.h"
+#include "core/log.h"
+#include "core/reduce_kernels.h"
+#include "transport/tcp/socket.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+namespace chorus {
+
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x46524843;      // "CHRF"
+constexpr uint32_t kHandshakeMagic = 0x48524843;  // "CHRH"
+constexpr uint32_t kProtocolVersion = 1;
+constexpr size_t kTokenBytes = 16;
+constexpr size_t kHandshakeBytes = 4 + 4 + kTokenBytes + 4 + 4 + 4;
+constexpr size_t kHeaderBytes = 40;
+// Striping unit when a peer has several streams; a multiple of every element
+// size, so that a reducing receive always gets whole elements per chunk.
+constexpr size_t kChunkBytes = size_t{256} << 10;
+// Staging slice of a reducing receive: large enough to amortize the reduce
+// call, small enough to stay in cache.
+constexpr size_t kStagingBytes = size_t{64} << 10;
+// Bytes read from one stream per progress pass before the others get a turn.
+constexpr size_t kReadBudget = size_t{4} << 20;
+constexpr size_t kMaxAbortReason = 4096;
+// How long a closing transport tries to hand its goodbye frames to the kernel.
+constexpr auto kByeGrace = std::chrono::milliseconds(200);
+
+enum FrameKind : uint16_t { frame_data = 1, frame_abort = 2, frame_bye = 3 };
+
+std::string errno_text(int err) { return str_cat(std::strerror(err), " (errno ", err, ")"); }
+
+struct Handshake {
+  uint32_t magic = kHandshakeMagic;
+  uint32_t version = kProtocolVersion;
+  std::array<uint8_t, kTokenBytes> token{};
+  uint32_t rank = 0;
+  uint32_t size = 0;
+  uint32_t stream = 0;
+
+  std::array<uint8_t, kHandshakeBytes> encode() const {
+    std::array<uint8_t, kHandshakeBytes> b{};
+    put_u32(b.data(), magic);
+    put_u32(b.data() + 4, version);
+    std::memcpy(b.data() + 8, token.data(), kTokenBytes);
+    put_u32(b.data() + 8 + kTokenBytes, rank);
+    put_u32(b.data() + 12 + kTokenBytes, size);
+    put_u32(b.data() + 16 + kTokenBytes, stream);
+    return b;
+  }
+  static Handshake decode(const uint8_t* b) {
+    Handshake h;
+    h.magic = get_u32(b);
+    h.version = get_u32(b + 4);
+    std::memcpy(h.token.data(), b + 8, kTokenBytes);
+    h.rank = get_u32(b + 8 + kTokenBytes);
+    h.size = get_u32(b + 12 + kTokenBytes);
+    h.stream = get_u32(b + 16 + kTokenBytes);
+    return h;
+  }
+};
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  uint16_t kind = frame_data;
+  uint64_t seq = 0;
+  uint64_t total = 0;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+
+  void encode(uint8_t* b) const {
+    put_u32(b, magic);
+    b[4] = static_cast<uint8_t>(kind);
+    b[5] = static_cast<uint8_t>(kind >> 8);
+    b[6] = b[7] = 0;
+    put_u64(b + 8, seq);
+    put_u64(b + 16, total);
+    put_u64(b + 24, offset);
+    put_u64(b + 32, len);
+  }
+  static FrameHeader decode(const uint8_t* b) {
+    FrameHeader h;
+    h.magic = get_u32(b);
+    h.kind = static_cast<uint16_t>(b[4] | (b[5] << 8));
+    h.seq = get_u64(b + 8);
+    h.total = get_u64(b + 16);
+    h.offset = get_u64(b + 24);
+    h.len = get_u64(b + 32);
+    return h;
+  }
+};
+
+struct RecvReq {
+  RequestId id = 0;
+  uint8_t* dst = nullptr;
+  size_t bytes = 0;
+  std::optional<Reducer> reducer;
+  size_t received = 0;
+  bool complete = false;
+};
+
+// One chunk queued on a stream: its header, then its payload.
+struct OutChunk {
+  RequestId send = 0;  // 0 for control frames (abort, bye)
+  uint8_t header[kHeaderBytes];
+  const uint8_t* data = nullptr;
+  size_t len = 0;
+  size_t written = 0;  // of kHeaderBytes + len
+};
+
+struct Stream {
+  Fd fd;
+  int peer = -1;
+  uint32_t events = 0;  // as registered with epoll
+  bool closed = false;  // EOF seen or socket given up
+  bool bye = false;     // the peer said goodbye on this stream
+  bool rdhup = false;   // the peer shut its side while this stream was parked
+  // --- send side
+  std::deque<OutChunk> out;
+  // --- receive side
+  uint8_t header[kHeaderBytes];
+  size_t header_got = 0;
+  bool parked = false;      // header read, its receive not posted yet
+  bool in_payload = false;  // reading the payload of `frame`
+  FrameHeader frame;
+  RecvReq* target = nullptr;
+  size_t got = 0;       // payload bytes of this chunk read so far
+  size_t applied = 0;   // payload bytes already reduced into the destination
+  size_t staged = 0;    // bytes in staging not yet reduced
+  std::vector<uint8_t> staging;
+  std::string abort_reason;
+};
+
+struct Peer {
+  std::vector<Stream*> streams;
+  bool connected = false;  // part of this transport's mesh
+  uint64_t send_seq = 0;
+  size_t next_stream = 0;
+  uint64_t recv_base = 0;      // seq of recvs.front()
+  std::deque<RecvReq> recvs;   // posted, in seq order; completed ones leave from the front
+  size_t sends_in_flight = 0;
+  size_t streams_closed = 0;
+};
+
+std::array<uint8_t, kTokenBytes> random_token() {
+  std::random_device rd;
+  std::array<uint8_t, kTokenBytes> t{};
+  for (size_t i = 0; i < kTokenBytes; i += 4) {
+    const uint32_t v = rd();
+    std::memcpy(t.data() + i, &v, 4);
+  }
+  return t;
+}
+
+std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(int rank, int size, const TcpOptions& options)
+      : rank_(rank),
+        size_(size),
+        options_(options),
+        peers_(static_cast<size_t>(size)),
+        epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+    if (!epoll_.valid()) fail(ErrorCode::system, where(), "epoll_create1: ", errno_text(errno));
+    if (options_.streams < 1) fail(ErrorCode::invalid_argument, where(), "streams must be >= 1");
+  }
+
+  ~TcpTransport() override { close_all(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return "tcp"; }
+
+  void connect(Store& store);
+
+  RequestId isend(int peer, const void* data, size_t bytes) override {
+    Peer& p = usable_peer(peer, "send to");
+    const RequestId id = next_id_++;
+    const size_t nstreams = p.streams.size();
+    // One frame per message on a single stream; stripes of kChunkBytes over
+    // several streams, so that each stream carries a share of a large message.
+    const size_t chunk = nstreams == 1 || bytes <= kChunkBytes ? std::max<size_t>(bytes, 1) : kChunkBytes;
+    const size_t nchunks = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+    const uint64_t seq = p.send_seq++;
+    sends_left_[id] = nchunks;
+    ++p.sends_in_flight;
+    for (size_t c = 0; c < nchunks; ++c) {
+      Stream& s = *p.streams[p.next_stream++ % nstreams];
+      OutChunk& oc = s.out.emplace_back();
+      oc.send = id;
+      FrameHeader h;
+      h.seq = seq;
+      h.total = bytes;
+      h.offset = c * chunk;
+      h.len = std::min(chunk, bytes - std::min(bytes, c * chunk));
+      h.encode(oc.header);
+      oc.data = static_cast<const uint8_t*>(data) + h.offset;
+      oc.len = h.len;
+    }
+    // Eager: hand what the kernel takes now; the rest goes out in progress().
+    for (Stream* s : p.streams) write_stream(*s);
+    return id;
+  }
+
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+    Peer& p = usable_peer(peer, "receive from");
+    const RequestId id = next_id_++;
+    RecvReq& r = p.recvs.emplace_back();
+    r.id = id;
+    r.dst = static_cast<uint8_t*>(dst);
+    r.bytes = bytes;
+    if (reducer) r.reducer = *reducer;
+    // Streams parked on exactly this message can go on now.
+    const uint64_t seq = p.recv_base + p.recvs.size() - 1;
+    for (Stream* s : p.streams) {
+      if (s->parked && s->frame.seq == seq) {
+        s->parked = false;
+        start_chunk(*s);
+        update_events(*s);
+        if (!s->in_payload) continue;
+        read_stream(*s);
+      }
+    }
+    return id;
+  }
+
+  void poll(std::vector<RequestId>& done) override {
+    progress(0);
+    take(done);
+  }
+
+  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
+    progress(0);
+    if (take(done)) return;
+    // Bounded spin: cheaper than an epoll sleep and wake-up for the next
+    // message of a pipeline; the yield hands the core to any other runnable
+    // thread, so an oversubscribed host does not lose its CPU to spinning.
+    const auto spin_end = std::min(deadline, Clock::now() + options_.spin);
+    while (Clock::now() < spin_end) {
+      std::this_thread::yield();
+      progress(0);
+      if (take(done)) return;
+    }
+    while (true) {
+      progress(poll_timeout_ms(deadline));
+      if (take(done)) return;
+      if (Clock::now() >= deadline) return;
+    }
+  }
+
+  void abort(const std::string& reason) override {
+    if (aborted_) return;
+    aborted_ = true;
+    // Best effort: a peer that reads the abort frame learns the reason; one
+    // that does not (a frame was half written) sees an EOF without goodbye.
+    // Either way it raises peer_failure at once.
+    const std::string text = reason.substr(0, kMaxAbortReason);
+    for (auto& s : streams_) {
+      if (s->closed) continue;
+      if (s->out.empty() || s->out.front().written == 0) {
+        uint8_t h[kHeaderBytes];
+        FrameHeader fh;
+        fh.kind = frame_abort;
+        fh.total = fh.len = text.size();
+        fh.encode(h);
+        iovec iov[2] = {{h, kHeaderBytes}, {const_cast<char*>(text.data()), text.size()}};
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = 2;
+        [[maybe_unused]] ssize_t n = ::sendmsg(s->fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      ::shutdown(s->fd.get(), SHUT_RDWR);
+    }
+  }
+
+ private:
+  std::string where() const { return str_cat("rank ", rank_, ": tcp: "); }
+
+  Peer& usable_peer(int peer, const char* what) {
+    if (peer < 0 || peer >= size_ || peer == rank_ || !peers_[static_cast<size_t>(peer)].connected)
+      fail(ErrorCode::internal, where(), "cannot ", what, " peer ", peer, " (not connected)");
+    if (aborted_) fail(ErrorCode::aborted, where(), "transport was aborted");
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.streams_closed == p.streams.size())
+      fail(ErrorCode::peer_failure, where(), "peer ", peer,
+           " has closed its communicator; cannot ", what, " it");
+    return p;
+  }
+
+  // Records the first failure; poll() and wait_some() raise it.
+  void peer_failed(int peer, ErrorCode code, const std::string& what) {
+    if (!failure_) {
+      failure_ = Error(code, str_cat(where(), "peer ", peer, " ", what));
+      log_message(options_.log_level, LogLevel::warn, rank_, failure_->what());
+    }
+  }
+
+  bool take(std::vector<RequestId>& done) {
+    if (failure_) throw *failure_;
+    if (aborted_) fail(ErrorCode::aborted, where(), "transport was aborted");
+    if (completed_.empty()) return false;
+    done.insert(done.end(), completed_.begin(), completed_.end());
+    completed_.clear();
+    return true;
+  }
+
+  void update_events(Stream& s) {
+    uint32_t want = 0;
+    if (!s.closed) {
+      // A parked stream is not read, but it still listens (once) for the
+      // peer closing its side, so that the death of a peer whose chunk waits
+      // here is noticed at once.
+      if (!s.parked) want |= EPOLLIN | EPOLLRDHUP;
+      else if (!s.rdhup) want |= EPOLLRDHUP;
+      if (!s.out.empty()) want |= EPOLLOUT;
+    }
+    if (want == s.events || s.closed) {
+      s.events = want;
+      return;
+    }
+    epoll_event ev{};
+    ev.events = want;
+    ev.data.ptr = &s;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, s.fd.get(), &ev) != 0)
+      fail(ErrorCode::system, where(), "epoll_ctl: ", errno_text(errno));
+    s.events = want;
+  }
+
+  void progress(int timeout_ms) {
+    epoll_event events[64];
+    int n;
+    do {
+      n = ::epoll_wait(epoll_.get(), events, 64, timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) fail(ErrorCode::system, where(), "epoll_wait: ", errno_text(errno));
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.ptr == nullptr) {
+        refuse_late_connections();
+        continue;
+      }
+      Stream& s = *static_cast<Stream*>(events[i].data.ptr);
+      if (s.closed) continue;
+      if (events[i].events & EPOLLOUT) write_stream(s);
+      if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        if (s.parked) {
+          parked_hangup(s, events[i].events);
+        } else {
+          read_stream(s);
+        }
+      }
+    }
+  }
+
+  // The peer closed its side while its next chunk waits unread in the kernel.
+  // A peer that closed on purpose sent a goodbye after its data, so more than
+  // the chunk's payload is queued; exactly the payload (or less) means it
+  // died after (or while) sending it.
+  void parked_hangup(Stream& s, uint32_t events) {
+    if (events & (EPOLLHUP | EPOLLERR)) {
+      stream_error(s, "connection reset");
+      return;
+    }
+    s.rdhup = true;
+    int queued = 0;
+    if (::ioctl(s.fd.get(), FIONREAD, &queued) != 0 ||
+        static_cast<uint64_t>(queued) <= s.frame.len) {
+      peer_failed(s.peer, ErrorCode::peer_failure,
+                  "closed its connection without a goodbye (the process died or was killed?)");
+      close_stream(s);
+      return;
+    }
+    update_events(s);
+  }
+
+  // After set-up the mesh is complete: any further connection is refused.
+  void refuse_late_connections() {
+    while (true) {
+      const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      ::close(fd);
+      log_message(options_.log_level, LogLevel::warn, rank_,
+                  "tcp: refused a connection after set-up (the mesh is complete)");
+    }
+  }
+
+  void complete_send_chunk(RequestId id, int peer) {
+    auto it = sends_left_.find(id);
+    if (--it->second == 0) {
+      sends_left_.erase(it);
+      --peers_[static_cast<size_t>(peer)].sends_in_flight;
+      completed_.push_back(id);
+    }
+  }
+
+  void write_stream(Stream& s) {
+    while (!s.out.empty() && !s.closed) {
+      OutChunk& c = s.out.front();
+      iovec iov[2];
+      int cnt = 0;
+      if (c.written < kHeaderBytes)
+        iov[cnt++] = {c.header + c.written, kHeaderBytes - c.written};
+      const size_t data_done = c.written > kHeaderBytes ? c.written - kHeaderBytes : 0;
+      if (c.len > data_done)
+        iov[cnt++] = {const_cast<uint8_t*>(c.data) + data_done, c.len - data_done};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<size_t>(cnt);
+      const ssize_t n = ::sendmsg(s.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        stream_error(s, errno_text(errno));
+        return;
+      }
+      c.written += static_cast<size_t>(n);
+      if (c.written == kHeaderBytes + c.len) {
+        const RequestId id = c.send;
+        s.out.pop_front();
+        if (id != 0) complete_send_chunk(id, s.peer);
+      }
+    }
+    update_events(s);
+  }
+
+  void stream_error(Stream& s, const std::string& what) {
+    peer_failed(s.peer, ErrorCode::peer_failure, str_cat("lost its connection: ", what));
+    close_stream(s);
+  }
+
+  void close_stream(Stream& s) {
+    if (s.closed) return;
+    s.closed = true;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+    Peer& p = peers_[static_cast<size_t>(s.peer)];
+    ++p.streams_closed;
+    if (p.streams_closed == p.streams.size() && (p.sends_in_flight > 0 || !p.recvs.empty()))
+      peer_failed(s.peer, ErrorCode::peer_failure,
+                  "closed its communicator while this rank still waits for a message with it");
+  }
+
+  // The header in s.frame is complete and its receive is posted (or not).
+  // Validates the header against the receive and starts reading the payload.
+  void start_chunk(Stream& s) {
+    Peer& p = peers_[static_cast<size_t>(s.peer)];
+    const FrameHeader& h = s.frame;
+    if (h.seq < p.recv_base) {
+      protocol_error(s, str_cat("sent a chunk of message ", h.seq, " which is already complete"));
+      return;
+    }
+    const uint64_t index = h.seq - p.recv_base;
+    if (index >= p.recvs.size()) {
+      s.parked = true;  // waits in the kernel for its irecv
+      return;
+    }
+    RecvReq& r = p.recvs[index];
+    if (h.total != r.bytes) {
+      peer_failed(s.peer, ErrorCode::mismatch,
+                  str_cat("sends a message of ", h.total, " B where this rank expects ", r.bytes,
+                          " B (message ", h.seq, " between them)"));
+      close_stream(s);
+      return;
+    }
+    const size_t es = r.reducer ? dtype_size(r.reducer->type) : 1;
+    if (h.offset > h.total || h.len > h.total - h.offset || h.offset % es != 0 || h.len % es != 0) {
+      protocol_error(s, str_cat("sent a malformed chunk [", h.offset, ", +", h.len, ") of a ",
+                                h.total, " B message"));
+      return;
+    }
+    s.target = &r;
+    s.in_payload = true;
+    s.got = s.applied = s.staged = 0;
+    if (h.len == 0) finish_chunk(s);
+  }
+
+  void protocol_error(Stream& s, const std::string& what) {
+    peer_failed(s.peer, ErrorCode::mismatch, str_cat("broke the frame protocol: ", what));
+    close_stream(s);
+  }
+
+  void finish_chunk(Stream& s) {
+    RecvReq& r = *s.target;
+    r.received += s.frame.len;
+    s.in_payload = false;
+    s.header_got = 0;
+    s.target = nullptr;
+    if (r.received < r.bytes) return;
+    r.complete = true;
+    completed_.push_back(r.id);
+    Peer& p = peers_[static_cast<size_t>(s.peer)];
+    while (!p.recvs.empty() && p.recvs.front().complete) {
+      p.recvs.pop_front();
+      ++p.recv_base;
+    }
+  }
+
+  // Handles the EOF of a stream at a frame boundary.
+  void stream_eof(Stream& s) {
+    if (s.header_got > 0 || s.in_payload)
+      peer_failed(s.peer, ErrorCode::peer_failure,
+                  "closed its connection in the middle of a message (the process died?)");
+    else if (!s.bye)
+      peer_failed(s.peer, ErrorCode::peer_failure,
+                  "closed its connection without a goodbye (the process died or was killed?)");
+    close_stream(s);
+  }
+
+  void read_stream(Stream& s) {
+    size_t budget = kReadBudget;
+    while (!s.closed && !s.parked && budget > 0) {
+      void* into;
+      size_t want;
+      if (!s.in_payload) {
+        into = s.header + s.header_got;
+        want = kHeaderBytes - s.header_got;
+      } else if (s.frame.kind == frame_abort) {
+        into = s.abort_reason.data() + s.got;
+        want = s.frame.len - s.got;
+      } else if (!s.target->reducer) {
+        into = s.target->dst + s.frame.offset + s.got;
+        want = s.frame.len - s.got;
+      } else {
+        if (s.staging.empty()) s.staging.resize(kStagingBytes);
+        into = s.staging.data() + s.staged;
+        want = std::min(s.frame.len - s.got, kStagingBytes - s.staged);
+      }
+      want = std::min(want, budget);
+      const ssize_t n = ::recv(s.fd.get(), into, want, MSG_DONTWAIT);
+      if (n == 0) {
+        stream_eof(s);
+        return;
+      }
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        stream_error(s, errno_text(errno));
+        return;
+      }
+      const auto got = static_cast<size_t>(n);
+      budget -= got;
+      if (!s.in_payload) {
+        s.header_got += got;
+        if (s.header_got == kHeaderBytes) header_done(s);
+        continue;
+      }
+      s.got += got;
+      if (s.frame.kind == frame_abort) {
+        if (s.got == s.frame.len) {
+          peer_failed(s.peer, ErrorCode::peer_failure, str_cat("failed: ", s.abort_reason));
+          close_stream(s);
+        }
+        continue;
+      }
+      if (s.target->reducer) {
+        // Reduce every whole element staged so far; a partial element (the
+        // kernel may split a read anywhere) waits at the front for its rest.
+        const Reducer& red = *s.target->reducer;
+        const size_t es = dtype_size(red.type);
+        s.staged += got;
+        const size_t whole = s.staged / es * es;
+        if (whole > 0) {
+          const size_t at = s.frame.offset + s.applied;
+          reduce_into(red.type, red.op, s.target->dst + at,
+                      static_cast<const uint8_t*>(red.local) + at, s.staging.data(), whole / es);
+          s.applied += whole;
+          s.staged -= whole;
+          if (s.staged > 0) std::memmove(s.staging.data(), s.staging.data() + whole, s.staged);
+        }
+      }
+      if (s.got == s.frame.len) finish_chunk(s);
+    }
+  }
+
+  void header_done(Stream& s) {
+    s.frame = FrameHeader::decode(s.header);
+    const FrameHeader& h = s.frame;
+    if (h.magic != kFrameMagic) {
+      protocol_error(s, "bad frame magic");
+      return;
+    }
+    if (h.kind == frame_bye) {
+      s.bye = true;
+      s.header_got = 0;
+      return;
+    }
+    if (h.kind == frame_abort) {
+      if (h.len > kMaxAbortReason) {
+        protocol_error(s, "abort reason too long");
+        return;
+      }
+      s.abort_reason.assign(h.len, '\0');
+      s.in_payload = true;
+      s.got = 0;
+      s.target = nullptr;
+      if (h.len == 0) {
+        peer_failed(s.peer, ErrorCode::peer_failure, "failed");
+        close_stream(s);
+      }
+      return;
+    }
+    if (h.kind != frame_data) {
+      protocol_error(s, str_cat("unknown frame kind ", h.kind));
+      return;
+    }
+    start_chunk(s);
+    if (s.parked) update_events(s);
+  }
+
+  void close_all() {
+    if (!aborted_) {
+      // Goodbye on every stream whose output is idle, so that peers can tell
+      // a finished rank from a dead one.
+      uint8_t h[kHeaderBytes];
+      FrameHeader fh;
+      fh.kind = frame_bye;
+      fh.encode(h);
+      const Deadline until = Clock::now() + kByeGrace;
+      std::string error;
+      for (auto& s : streams_) {
+        if (s->closed || !s->out.empty()) continue;
+        try {
+          write_all(s->fd.get(), h, kHeaderBytes, until, "bye", error);
+        } catch (const Error&) {
+          // A peer that does not take 40 bytes in kByeGrace will see an EOF
+          // without goodbye; nothing more can be done from a destructor.
+        }
+      }
+    }
+    // Drain what peers sent (their own goodbyes): closing a socket with unread
+    // data makes the kernel reset the connection instead of closing it.
+    uint8_t sink[4096];
+    for (auto& s : streams_)
+      while (!s->closed && ::recv(s->fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+      }
+    streams_.clear();
+  }
+
+  // --- set-up --------------------------------------------------------------
+
+  struct Pending {
+    Fd fd;
+    int peer = -1;  // expected peer for outgoing, -1 for accepted
+    uint32_t stream = 0;
+    uint8_t buf[kHandshakeBytes];
+    size_t got = 0;
+  };
+
+  bool wanted(int peer) const {
+    return options_.peers.empty() || options_.peers[static_cast<size_t>(peer)];
+  }
+
+  void add_stream(Fd fd, int peer, uint32_t index) {
+    auto s = std::make_unique<Stream>();
+    s->fd = std::move(fd);
+    s->peer = peer;
+    set_nonblocking(s->fd.get());
+    set_nodelay(s->fd.get());
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = s.get();
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s->fd.get(), &ev) != 0)
+      fail(ErrorCode::system, where(), "epoll_ctl: ", errno_text(errno));
+    s->events = ev.events;
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    p.streams[index] = s.get();
+    streams_.push_back(std::move(s));
+  }
+
+  int rank_;
+  int size_;
+  TcpOptions options_;
+  std::vector<Peer> peers_;
+  Fd epoll_;
+  Fd listen_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::unordered_map<RequestId, size_t> sends_left_;  // chunks not yet written
+  std::vector<RequestId> completed_;
+  std::optional<Error> failure_;
+  bool aborted_ = false;
+  RequestId next_id_ = 1;
+};
+
+void TcpTransport::connect(Store& store) {
+  const Deadline deadline = options_.deadline;
+  listen_ = listen_on(resolve("0.0.0.0", 0, "tcp"), str_cat(where(), "listen"));
+  const uint16_t port = local_port(listen_.get());
+  const std::string address = options_.address.empty() ? "127.0.0.1" : options_.address;
+  store.set(str_cat("tcp/addr/", rank_), to_bytes(str_cat(options_.host_id, "\n", address, "\n", port)));
+  std::array<uint8_t, kTokenBytes> token{};
+  if (rank_ == 0) {
+    token = random_token();
+    store.set("tcp/token", std::vector<uint8_t>(token.begin(), token.end()));
+  } else {
+    const auto t = store.get("tcp/token", deadline);
+    if (t.size() != kTokenBytes)
+      fail(ErrorCode::mismatch, where(), "job token in the store has ", t.size(), " bytes, not ",
+           kTokenBytes);
+    std::copy(t.begin(), t.end(), token.begin());
+  }
+  const auto nstreams = static_cast<uint32_t>(options_.streams);
+  size_t expected = 0;  // streams still to establish
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !wanted(p)) continue;
+    peers_[static_cast<size_t>(p)].connected = true;
+    peers_[static_cast<size_t>(p)].streams.assign(nstreams, nullptr);
+    expected += nstreams;
+  }
+  Handshake mine;
+  mine.token = token;
+  mine.rank = static_cast<uint32_t>(rank_);
+  mine.size = static_cast<uint32_t>(size_);
+
+  std::vector<std::unique_ptr<Pending>> pending;
+  // Outgoing: to every lower peer. Connects complete through the peer's
+  // listen backlog even before it accepts, so this cannot deadlock.
+  for (int p = 0; p < rank_; ++p) {
+    if (!wanted(p)) continue;
+    const auto a = store.get(str_cat("tcp/addr/", p), deadline);
+    const std::string text(a.begin(), a.end());
+    const size_t nl1 = text.find('\n');
+    const size_t nl2 = nl1 == std::string::npos ? nl1 : text.find('\n', nl1 + 1);
+    if (nl2 == std::string::npos)
+      fail(ErrorCode::mismatch, where(), "malformed address of peer ", p, " in the store");
+    const std::string host_id = text.substr(0, nl1);
+    std::string host = text.substr(nl1 + 1, nl2 - nl1 - 1);
+    const auto peer_port = static_cast<uint16_t>(std::stoul(text.substr(nl2 + 1)));
+    if (host_id == options_.host_id) host = "127.0.0.1";
+    const Endpoint ep = resolve(host, peer_port, str_cat(where(), "peer ", p));
+    for (uint32_t st = 0; st < nstreams; ++st) {
+      auto pd = std::make_unique<Pending>();
+      pd->fd = connect_with_retry(ep, deadline, str_cat(where(), "connect to peer ", p));
+      pd->peer = p;
+      pd->stream = st;
+      Handshake h = mine;
+      h.stream = st;
+      const auto bytes = h.encode();
+      std::string error;
+      if (!write_all(pd->fd.get(), bytes.data(), bytes.size(), deadline, where(), error))
+        fail(ErrorCode::peer_failure, where(), "handshake with peer ", p, " failed: ", error);
+      set_nonblocking(pd->fd.get());
+      pending.push_back(std::move(pd));
+    }
+  }
+
+  std::vector<pollfd> fds;
+  while (expected > 0) {
+    fds.clear();
+    fds.push_back({listen_.get(), POLLIN, 0});
+    for (auto& pd : pending) fds.push_back({pd->fd.get(), POLLIN, 0});
+    const int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(deadline));
+    if (rc < 0 && errno != EINTR) fail(ErrorCode::system, where(), "poll: ", errno_text(errno));
+    if (rc == 0 && Clock::now() >= deadline) {
+      std::string missing;
+      for (int p = 0; p < size_; ++p) {
+        const Peer& pr = peers_[static_cast<size_t>(p)];
+        if (!pr.connected) continue;
+        for (Stream* s : pr.streams)
+          if (s == nullptr) {
+            missing += str_cat(missing.empty() ? "" : ", ", p);
+            break;
+          }
+      }
+      fail(ErrorCode::timeout, where(), "set-up timed out; no connection from peer(s) ", missing);
+    }
+    if (fds[0].revents & POLLIN) {
+      while (true) {
+        const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        auto pd = std::make_unique<Pending>();
+        pd->fd = Fd(fd);
+        pending.push_back(std::move(pd));
+      }
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Pending& pd = *pending[i - 1];
+      const ssize_t n = ::recv(pd.fd.get(), pd.buf + pd.got, kHandshakeBytes - pd.got, MSG_DONTWAIT);
+      std::string reject;
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        reject = "closed before completing the handshake";
+      } else if (n > 0) {
+        pd.got += static_cast<size_t>(n);
+      }
+      if (reject.empty() && pd.got == kHandshakeBytes) {
+        const Handshake h = Handshake::decode(pd.buf);
+        const bool outgoing = pd.peer >= 0;
+        const int from = static_cast<int>(h.rank);
+        if (h.magic != kHandshakeMagic || h.version != kProtocolVersion)
+          reject = "not a chorus tcp handshake (bad magic or version)";
+        else if (h.token != token)
+          reject = "wrong job token";
+        else if (h.size != static_cast<uint32_t>(size_))
+          reject = str_cat("world size ", h.size, " differs from ", size_);
+        else if (outgoing && (from != pd.peer || h.stream != pd.stream))
+          reject = str_cat("answered as rank ", from, " stream ", h.stream, ", expected rank ",
+                           pd.peer, " stream ", pd.stream);
+        else if (!outgoing && (from <= rank_ || from >= size_ || !wanted(from) || h.stream >= nstreams ||
+                               peers_[static_cast<size_t>(from)].streams[h.stream] != nullptr))
+          reject = str_cat("unexpected rank ", from, " stream ", h.stream);
+        if (reject.empty()) {
+          if (!outgoing) {
+            Handshake reply = mine;
+            reply.stream = h.stream;
+            const auto bytes = reply.encode();
+            std::string error;
+            if (!write_all(pd.fd.get(), bytes.data(), bytes.size(), deadline, where(), error))
+              reject = str_cat("handshake reply failed: ", error);
+          }
+          if (reject.empty()) {
+            add_stream(std::move(pd.fd), from, h.stream);
+            --expected;
+          }
+        }
+        if (reject.empty()) pd.got = kHandshakeBytes + 1;  // marks it taken
+      }
+      if (!reject.empty()) {
+        // Our own connection to a published address must succeed; a stray
+        // incoming one is refused and the set-up goes on.
+        if (pd.peer >= 0)
+          fail(ErrorCode::mismatch, where(), "connection to peer ", pd.peer, ": ", reject);
+        log_message(options_.log_level, LogLevel::warn, rank_, "tcp: refused a connection: ", reject);
+        pd.got = kHandshakeBytes + 1;
+      }
+    }
+    std::erase_if(pending, [](const auto& pd) { return pd->got > kHandshakeBytes; });
+  }
+  // Stragglers (e.g. a refused connection still open) are dropped here; the
+  // listener stays open so that later connections are refused, not left
+  // hanging in the backlog.
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev) != 0)
+    fail(ErrorCode::system, where(), "epoll_ctl: ", errno_text(errno));
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_tcp_transport(Store& store, int rank, int size,
+                                              const TcpOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size)
+    fail(ErrorCode::invalid_argument, "tcp transport: rank ", rank, " outside [0, ", size, ")");
+  if (!options.peers.empty() && options.peers.size() != static_cast<size_t>(size))
+    fail(ErrorCode::invalid_argument, "tcp transport: peers mask has ", options.peers.size(),
+         " entries for ", size, " ranks");
+  auto t = std::make_unique<TcpTransport>(rank, size, options);
+  t->connect(store);
+  return t;
+}
+
+}  // namespace chorus

@@ -1,0 +1,68 @@
+// The tcp transport: ranks on any hosts, over non-blocking TCP sockets.
+//
+// Set-up (through the Store): every rank listens on an ephemeral port and
+// publishes "tcp/addr/<rank>" = host id, address, port; rank 0 publishes a
+// random job token under "tcp/token". Rank r connects `streams` sockets to
+// every peer p < r and accepts them from every p > r. Each connection opens
+// with a handshake that both ends send: magic, protocol version, token, rank,
+// world size and stream index. A connection with a wrong token or an
+// unexpected rank is closed and logged, and the set-up goes on waiting for the
+// right one. Peers with the same host id are reached over 127.0.0.1.
+//
+// Data path: length-prefixed frames, each with a 40-byte validated header
+//   magic u32 | kind u16 | reserved u16 | seq u64 | total u64 | offset u64 | len u64
+// kind data carries bytes [offset, offset+len) of message `seq` (per ordered
+// pair, counted from 0) of `total` bytes; with several streams per peer a
+// message is cut into chunks spread round-robin over the streams, so the
+// receiver matches chunks to receives by seq, not by arrival order. kind abort
+// carries the reason of a peer that failed; kind bye says the peer closed its
+// communicator on purpose. An EOF without a bye means the peer died: every
+// rank raises peer_failure at once, whatever it was waiting for.
+//
+// Receives are matched FIFO per peer. A chunk whose receive is not posted yet
+// stays in the kernel (the stream is parked: TCP flow control holds the
+// sender back) instead of being buffered here. Plain receives read straight
+// into the destination; reducing receives read into a bounded staging slice
+// per stream and reduce it into the destination as it arrives.
+//
+// Progress happens only inside poll() and wait_some() (epoll, level
+// triggered), never in a thread of its own. Every socket is read and written
+// in the same loop, so a large send never starves receives and two ranks
+// sending large messages to each other cannot deadlock.
+#pragma once
+
+#include "bootstrap/store.h"
+#include "core/config.h"
+#include "transport/transport.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus {
+
+struct TcpOptions {
+  // Sockets per peer (>= 1). Messages larger than one chunk are striped.
+  size_t streams = 1;
+  // Address peers on other hosts use to reach this rank; "" = 127.0.0.1.
+  std::string address;
+  // Identity of this host (peers with the same id connect over loopback).
+  std::string host_id;
+  // Which peers to connect to (size() entries); empty = all. The composite
+  // transport leaves out the peers it reaches over shared memory.
+  std::vector<bool> peers;
+  // Bounded spin before blocking in epoll (yields the CPU while spinning).
+  std::chrono::microseconds spin{50};
+  // Failures and refused connections are logged at warn.
+  LogLevel log_level = LogLevel::warn;
+  // Deadline of the set-up: address exchange and every connection.
+  Deadline deadline = Clock::now() + std::chrono::seconds(300);
+};
+
+// Connects rank `rank` of `size` to its peers through `store` (keys under
+// "tcp/"); returns once every connection is established and verified.
+std::unique_ptr<Transport> make_tcp_transport(Store& store, int rank, int size,
+                                              const TcpOptions& options);
+
+}  // namespace chorus
