@@ -42,6 +42,7 @@ TEST_P(CollectiveGrid, MatchesReferenceExactly) {
   std::vector<std::string> errors;
   std::mutex mu;
   size_t skipped = 0;
+  test::ReferenceCache cache;
   testing::run_ranks(p.nranks, [&](Communicator& comm) {
     std::vector<test::GridCase> served;
     for (const auto& c : cases) {
@@ -49,7 +50,7 @@ TEST_P(CollectiveGrid, MatchesReferenceExactly) {
                           dtype_size(c.type), c.root};
       if (p.algo->supports(spec)) served.push_back(c);
     }
-    auto e = test::run_grid(comm, served, std::string(p.algo->name));
+    auto e = test::run_grid(comm, served, std::string(p.algo->name), &cache);
     std::lock_guard lock(mu);
     errors.insert(errors.end(), e.begin(), e.end());
     if (comm.rank() == 0) skipped = cases.size() - served.size();

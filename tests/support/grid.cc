@@ -186,7 +186,25 @@ std::string GridCase::describe() const {
                  " root=", root, in_place ? " in-place" : " out-of-place");
 }
 
-std::string run_case(Communicator& comm, const GridCase& c, const std::string& algorithm) {
+std::shared_ptr<const std::vector<std::byte>> ReferenceCache::get(Collective c, DataType t,
+                                                                  ReduceOp op, int nranks,
+                                                                  int rank, size_t count,
+                                                                  int root) {
+  // Only these collectives expect different bytes on different ranks.
+  const bool per_rank = c == Collective::reduce_scatter || c == Collective::alltoall ||
+                        c == Collective::reduce;
+  const Key key{static_cast<int>(c), static_cast<int>(t), static_cast<int>(op), nranks,
+                per_rank ? rank : -1, count, root};
+  std::lock_guard lock(mu_);
+  auto& slot = entries_[key];
+  if (!slot)
+    slot = std::make_shared<const std::vector<std::byte>>(
+        expected_output(c, t, op, nranks, rank, count, root));
+  return slot;
+}
+
+std::string run_case(Communicator& comm, const GridCase& c, const std::string& algorithm,
+                     ReferenceCache* cache) {
   const int n = comm.size();
   const int r = comm.rank();
   const size_t es = dtype_size(c.type);
@@ -194,7 +212,11 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
   CallOptions opts;
   opts.algorithm = algorithm;
   std::vector<std::byte> input = make_input(c.collective, c.type, c.op, n, r, c.count);
-  std::vector<std::byte> expect = expected_output(c.collective, c.type, c.op, n, r, c.count, c.root);
+  std::shared_ptr<const std::vector<std::byte>> expect_ptr =
+      cache ? cache->get(c.collective, c.type, c.op, n, r, c.count, c.root)
+            : std::make_shared<const std::vector<std::byte>>(
+                  expected_output(c.collective, c.type, c.op, n, r, c.count, c.root));
+  const std::vector<std::byte>& expect = *expect_ptr;
   // Output buffers start as a poison pattern so that an unwritten element shows.
   constexpr std::byte kPoison{0xA5};
   std::vector<std::byte> result;
@@ -303,11 +325,11 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large) {
 }
 
 std::vector<std::string> run_grid(Communicator& comm, const std::vector<GridCase>& cases,
-                                  const std::string& algorithm) {
+                                  const std::string& algorithm, ReferenceCache* cache) {
   std::vector<std::string> errors;
   for (const GridCase& c : cases)
     for (int rep = 0; rep < 2; ++rep) {
-      std::string e = run_case(comm, c, algorithm);
+      std::string e = run_case(comm, c, algorithm, cache);
       if (!e.empty() && errors.size() < 8) errors.push_back(e + str_cat(" (call ", rep + 1, ")"));
     }
   return errors;

@@ -14,6 +14,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -44,9 +48,24 @@ struct GridCase {
   std::string describe() const;
 };
 
+// Reference outputs shared by the ranks of one process: each distinct expected
+// output is computed once (for AllReduce every rank expects the same bytes),
+// which keeps the large cases cheap at N = 16. Thread-safe.
+class ReferenceCache {
+ public:
+  std::shared_ptr<const std::vector<std::byte>> get(Collective c, DataType t, ReduceOp op,
+                                                    int nranks, int rank, size_t count, int root);
+
+ private:
+  using Key = std::tuple<int, int, int, int, int, size_t, int>;
+  std::mutex mu_;
+  std::map<Key, std::shared_ptr<const std::vector<std::byte>>> entries_;
+};
+
 // Runs one case on `comm` with CallOptions{algorithm} and returns "" when the
 // output matches the reference, else a description of the first mismatch.
-std::string run_case(Communicator& comm, const GridCase& c, const std::string& algorithm);
+std::string run_case(Communicator& comm, const GridCase& c, const std::string& algorithm,
+                     ReferenceCache* cache = nullptr);
 
 // The grid of the foundation issue for one collective at N ranks: counts
 // {0, 1, N-1, N+1} x every dtype x every op that applies x in/out of place x a
@@ -56,6 +75,6 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large);
 // Runs every case twice on `comm` (two calls per collective on one
 // communicator); returns the mismatches found.
 std::vector<std::string> run_grid(Communicator& comm, const std::vector<GridCase>& cases,
-                                  const std::string& algorithm);
+                                  const std::string& algorithm, ReferenceCache* cache = nullptr);
 
 }  // namespace chorus::test
