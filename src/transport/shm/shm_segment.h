@@ -1,0 +1,180 @@
+// The shared-memory segment of one shm rank: its layout, and RAII owners for
+// the mapping, file descriptors and the futex calls that the transport uses.
+//
+// Rank R's segment holds everything other ranks write *to* R:
+//
+//   +----------------+  SegmentHeader: identity (magic, pid, geometry), R's
+//   | header         |  doorbell (futex word + "I sleep" flag) and R's
+//   +----------------+  abort/closed flags with the abort reason
+//   | FifoControl[0] |  one per sending rank S (entry R unused): the head
+//   | FifoControl[1] |  index that S advances and the tail index that R
+//   | ...            |  advances, each on its own cache line
+//   +----------------+
+//   | slots of S=0   |  `slots` slots per sending rank (none for R itself);
+//   | slots of S=1   |  a slot is a 64-byte SlotHeader followed by
+//   | ...            |  `slot_bytes` of payload
+//   +----------------+
+//
+// Head and tail count slots since the start (they never wrap in practice: 2^64
+// slots), so "full" is head - tail == slots and "empty" is head == tail.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <sys/types.h>
+
+namespace chorus::shm {
+
+inline constexpr size_t kCacheLine = 64;
+inline constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kReasonBytes = 512;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word must be 32 bits");
+
+// The futex word a rank sleeps on. Any peer that publishes something this rank
+// waits for bumps `seq` and wakes it -- but only when `sleeping` says the rank
+// announced it is about to sleep, so the fast path makes no system call.
+struct alignas(kCacheLine) Doorbell {
+  std::atomic<uint32_t> seq{0};
+  std::atomic<uint32_t> sleeping{0};
+};
+
+struct alignas(kCacheLine) SegmentHeader {
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  int32_t rank = 0;
+  int32_t size = 0;
+  int32_t pid = 0;
+  uint64_t slots = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t total_bytes = 0;
+  Doorbell bell;
+  // Set (release) by the owner when it aborts or destroys its transport;
+  // `reason` is written before `aborted`.
+  alignas(kCacheLine) std::atomic<uint32_t> aborted{0};
+  std::atomic<uint32_t> closed{0};
+  char reason[kReasonBytes] = {};
+};
+
+// Control block of one FIFO (sender S -> owner R).
+struct FifoControl {
+  // Slots published by the sender (written by S only).
+  alignas(kCacheLine) std::atomic<uint64_t> head{0};
+  // Slots consumed by the receiver (written by R only). The sender reads it to
+  // find free slots and to learn that a message was taken.
+  alignas(kCacheLine) std::atomic<uint64_t> tail{0};
+  // A size mismatch found by the receiver: 1 + index of the first slot of the
+  // offending message (0: none), and the byte count the receiver expected.
+  // Written before the receiver throws, read by the sender.
+  std::atomic<uint64_t> error_slot{0};
+  std::atomic<uint64_t> error_expected{0};
+};
+
+enum class SlotKind : uint32_t {
+  inline_data = 1,  // payload follows in this slot
+  cross_memory = 2,  // payload stays in the sender: read it with process_vm_readv
+};
+
+// Written by the sender before it publishes the slot through `head`.
+struct alignas(kCacheLine) SlotHeader {
+  uint64_t message_bytes;  // size of the whole message
+  uint64_t offset;         // of this fragment within the message
+  uint64_t fragment_bytes; // payload bytes in this slot (inline_data)
+  uint64_t address;        // sender's buffer (cross_memory)
+  SlotKind kind;
+};
+static_assert(sizeof(SlotHeader) == kCacheLine);
+
+// Geometry shared by every segment of a group.
+struct Layout {
+  int size = 0;
+  size_t slots = 0;
+  size_t slot_bytes = 0;
+
+  size_t slot_stride() const { return kCacheLine + slot_bytes; }
+  size_t fifo_control_offset(int sender) const {
+    return sizeof(SegmentHeader) + static_cast<size_t>(sender) * sizeof(FifoControl);
+  }
+  // Slot area of sender S in the segment of `owner` (S != owner).
+  size_t slot_area_offset(int owner, int sender) const {
+    const size_t index = static_cast<size_t>(sender < owner ? sender : sender - 1);
+    return fifo_control_offset(size) + index * slots * slot_stride();
+  }
+  size_t total_bytes() const {
+    return fifo_control_offset(size) + static_cast<size_t>(size - 1) * slots * slot_stride();
+  }
+};
+
+// A file descriptor, closed on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd();
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// One mapped POSIX shared-memory object. The creating side also owns the
+// name: it is unlinked by unlink() or, at the latest, on destruction.
+class Segment {
+ public:
+  Segment() = default;
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment();
+
+  // Creates `name` (which must not exist), sizes it to `bytes` with its pages
+  // reserved (so a full /dev/shm is an Error now, not a SIGBUS later) and maps it.
+  static Segment create(const std::string& name, size_t bytes);
+  // Maps an existing object, which must be exactly `bytes` long.
+  static Segment attach(const std::string& name, size_t bytes);
+
+  std::byte* base() const { return base_; }
+  size_t bytes() const { return bytes_; }
+  const std::string& name() const { return name_; }
+  // Removes the name (the mapping stays valid); idempotent.
+  void unlink();
+
+ private:
+  void release();
+
+  std::byte* base_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;
+  bool owns_name_ = false;
+};
+
+// Sleeps while *word == expected, at most `timeout`. Returns on a wake, on a
+// changed value, on a signal or on the timeout; the caller re-checks.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
+// Wakes every sleeper of `word` (across processes).
+void futex_wake(std::atomic<uint32_t>& word);
+
+// A pidfd for `pid` (invalid Fd when the kernel lacks pidfd_open).
+Fd open_pidfd(pid_t pid);
+// True when the process behind `pidfd` (or, without a pidfd, `pid`) has exited.
+bool process_exited(const Fd& pidfd, pid_t pid);
+
+}  // namespace chorus::shm

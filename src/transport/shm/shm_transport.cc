@@ -1,0 +1,587 @@
+// The shm transport: FIFOs of slots in POSIX shared memory, one per ordered
+// pair, a futex doorbell per receiving rank, and a single-copy path for large
+// messages through process_vm_readv. See shm_transport.h and shm_segment.h.
+//
+// Protocol of one message a -> b (FIFO in b's segment, sender index a):
+//   - inline: the message is cut into fragments of slot_bytes; each fragment
+//     goes into the next free slot with a SlotHeader, and head is advanced
+//     (release) after each, so b consumes fragment k while a fills k+1. A
+//     zero-byte message still takes one slot.
+//   - cross_memory (bytes >= cma_threshold, when every rank could read every
+//     other with process_vm_readv at set-up): one slot carries the address of
+//     a's buffer; b reads (or reads and reduces, in cache-sized pieces) straight
+//     from a's memory into dst.
+//   - b advances tail (release) after it has used a slot. A send completes
+//     when tail has passed its last slot: then the data has left src and b
+//     has checked the size. This is rendezvous completion, like the inproc
+//     transport; programs never rely on a send completing before its receive
+//     is posted.
+//   - On a size mismatch b records the message in error_slot and throws; a
+//     sees error_slot at its next progress and throws too.
+//
+// Wake-ups: a rank that found nothing to do for `spin` announces it sleeps
+// (doorbell.sleeping = 1), makes one last progress pass, and futex-waits on
+// doorbell.seq for at most kLivenessPeriod. A peer that publishes a head or a
+// tail this rank may be waiting for checks `sleeping` after a fence and only
+// then bumps seq and issues FUTEX_WAKE (Dekker's pattern: either the waiter's
+// last pass sees the new index, or the publisher sees `sleeping`).
+#include "transport/shm/shm_transport.h"
+
+#include "core/check.h"
+#include "core/reduce_kernels.h"
+#include "transport/shm/shm_segment.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <new>
+#include <sstream>
+#include <thread>
+
+#include <sched.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace chorus {
+namespace {
+
+using shm::Doorbell;
+using shm::Fd;
+using shm::FifoControl;
+using shm::kCacheLine;
+using shm::Layout;
+using shm::Segment;
+using shm::SegmentHeader;
+using shm::SlotHeader;
+using shm::SlotKind;
+
+// A sleeping rank wakes at least this often to check that the peers it waits
+// for are still alive (a SIGKILLed peer rings no doorbell).
+constexpr std::chrono::milliseconds kLivenessPeriod{100};
+// Piece size for a reduction over the cross-memory path: process_vm_readv
+// into a buffer this small stays in L2, and the reduction reads it from
+// there, so the piece costs about one extra pass over cache, not over DRAM.
+constexpr size_t kCrossMemoryPiece = size_t{64} << 10;
+// Busy-wait iterations between clock reads in the spin phase when the rank
+// has a core of its own.
+constexpr int kPauseBurst = 16;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+struct PendingSend {
+  RequestId id;
+  const std::byte* data;
+  size_t bytes;
+  bool cross_memory;
+  size_t written = 0;        // payload bytes placed in slots (inline)
+  bool all_written = false;  // every slot of the message is published
+  uint64_t first_slot = 0;
+  uint64_t last_slot = 0;
+};
+
+struct PendingRecv {
+  RequestId id;
+  std::byte* dst;
+  size_t bytes;
+  bool reduce;
+  Reducer reducer;
+  size_t received = 0;
+};
+
+struct Peer {
+  int rank = -1;
+  pid_t pid = 0;
+  Fd pidfd;
+  Segment segment;  // the peer's segment (mapped; its name is already gone)
+  SegmentHeader* header = nullptr;
+  // Where this rank sends: the FIFO in the peer's segment.
+  FifoControl* out = nullptr;
+  std::byte* out_slots = nullptr;
+  uint64_t out_head = 0;        // only this rank writes it
+  uint64_t out_tail_seen = 0;   // last tail read from the peer
+  // Where this rank receives from the peer: the FIFO in its own segment.
+  FifoControl* in = nullptr;
+  std::byte* in_slots = nullptr;
+  uint64_t in_tail = 0;         // only this rank writes it
+  uint64_t in_head_seen = 0;
+  std::deque<PendingSend> sends;
+  size_t first_unwritten = 0;   // index into sends
+  std::deque<PendingRecv> recvs;
+  bool touched = false;         // this pass published an index the peer may wait for
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(int rank, int size, const ShmOptions& options)
+      : rank_(rank),
+        size_(size),
+        spin_(options.spin),
+        cma_threshold_(options.cma_threshold),
+        layout_{size, options.slots, options.slot_bytes},
+        peers_(static_cast<size_t>(size)) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    const int ncpu = ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    // With more ranks than cores a spinning rank can hold the core the
+    // sender needs: then every spin iteration yields.
+    oversubscribed_ = size > ncpu;
+  }
+
+  ~ShmTransport() override {
+    if (own_ != nullptr) {
+      own_->closed.store(1, std::memory_order_release);
+      ring_everyone();
+    }
+  }
+
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
+
+  // Set-up; see make_shm_transport.
+  void connect(Store& store, Deadline deadline);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return "shm"; }
+
+  RequestId isend(int peer, const void* data, size_t bytes) override {
+    Peer& p = peer_at(peer, "isend");
+    const RequestId id = next_id_++;
+    const bool cma = cma_enabled_ && cma_threshold_ > 0 && bytes >= cma_threshold_;
+    p.sends.push_back(PendingSend{id, static_cast<const std::byte*>(data), bytes, cma});
+    return id;
+  }
+
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+    Peer& p = peer_at(peer, "irecv");
+    const RequestId id = next_id_++;
+    PendingRecv r{id, static_cast<std::byte*>(dst), bytes, reducer != nullptr,
+                  reducer ? *reducer : Reducer{}};
+    if (r.reduce && bytes % dtype_size(r.reducer.type) != 0)
+      fail(ErrorCode::invalid_argument, "rank ", rank_, ": shm irecv from peer ", peer, ": ",
+           bytes, " B is not a whole number of ", to_string(r.reducer.type), " elements");
+    p.recvs.push_back(r);
+    return id;
+  }
+
+  void poll(std::vector<RequestId>& done) override { progress(done); }
+
+  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
+    const size_t before = done.size();
+    if (own_ == nullptr) {
+      // A group of one has no peer, so nothing can ever complete.
+      std::this_thread::sleep_until(deadline);
+      return;
+    }
+    progress(done);
+    if (done.size() > before) return;
+
+    // Spin phase: cheap polls, giving the core away when it is shared.
+    const auto spin_end = Clock::now() + spin_;
+    while (Clock::now() < spin_end) {
+      if (oversubscribed_) {
+        ::sched_yield();
+      } else {
+        for (int i = 0; i < kPauseBurst; ++i) cpu_relax();
+      }
+      progress(done);
+      if (done.size() > before) return;
+    }
+
+    Doorbell& bell = own_->bell;
+    while (true) {
+      check_peers(done);
+      if (done.size() > before) return;
+      const auto now = Clock::now();
+      if (now >= deadline) return;
+      bell.sleeping.store(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const uint32_t seen = bell.seq.load(std::memory_order_acquire);
+      progress(done);
+      if (done.size() > before) {
+        bell.sleeping.store(0, std::memory_order_relaxed);
+        return;
+      }
+      const auto nap = std::min<Clock::duration>(deadline - now, kLivenessPeriod);
+      shm::futex_wait(bell.seq, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(nap));
+      bell.sleeping.store(0, std::memory_order_relaxed);
+      progress(done);
+      if (done.size() > before) return;
+    }
+  }
+
+  void abort(const std::string& reason) override {
+    if (own_ == nullptr) return;
+    const size_t n = std::min(reason.size(), shm::kReasonBytes - 1);
+    std::memcpy(own_->reason, reason.data(), n);
+    own_->reason[n] = '\0';
+    own_->aborted.store(1, std::memory_order_release);
+    ring_everyone();
+  }
+
+ private:
+  Peer& peer_at(int peer, const char* what) {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      fail(ErrorCode::invalid_argument, "rank ", rank_, ": shm ", what, ": bad peer ", peer,
+           " (group of ", size_, ")");
+    return peers_[static_cast<size_t>(peer)];
+  }
+
+  std::byte* slot(std::byte* area, uint64_t index) const {
+    return area + (index % layout_.slots) * layout_.slot_stride();
+  }
+
+  // One pass over every peer: consume what arrived, fill free slots, then ring
+  // the peers that may be waiting for what this pass published.
+  void progress(std::vector<RequestId>& done) {
+    bool any = false;
+    for (Peer& p : peers_) {
+      if (p.rank < 0) continue;
+      if (!p.recvs.empty()) receive_from(p, done);
+      if (!p.sends.empty()) send_to(p, done);
+      any |= p.touched;
+    }
+    if (any) ring_touched();
+  }
+
+  void receive_from(Peer& p, std::vector<RequestId>& done) {
+    while (!p.recvs.empty()) {
+      if (p.in_tail == p.in_head_seen) {
+        p.in_head_seen = p.in->head.load(std::memory_order_acquire);
+        if (p.in_tail == p.in_head_seen) return;
+      }
+      std::byte* s = slot(p.in_slots, p.in_tail);
+      SlotHeader h;
+      std::memcpy(&h, s, sizeof h);
+      PendingRecv& r = p.recvs.front();
+      if (r.received == 0 && h.offset == 0 && h.message_bytes != r.bytes) {
+        p.in->error_expected.store(r.bytes, std::memory_order_relaxed);
+        p.in->error_slot.store(p.in_tail + 1, std::memory_order_release);
+        p.touched = true;
+        ring_touched();
+        fail(ErrorCode::mismatch, "rank ", rank_, ": shm: message size mismatch: peer ", p.rank,
+             " sends ", h.message_bytes, " B, this rank expects ", r.bytes, " B");
+      }
+      if (h.kind == SlotKind::cross_memory) {
+        read_cross_memory(p, r, h.address);
+        r.received = r.bytes;
+      } else {
+        if (h.kind != SlotKind::inline_data || h.offset != r.received ||
+            h.fragment_bytes > layout_.slot_bytes || h.fragment_bytes > r.bytes - r.received)
+          fail(ErrorCode::internal, "rank ", rank_, ": shm: corrupt slot from peer ", p.rank,
+               " (kind ", static_cast<uint32_t>(h.kind), ", offset ", h.offset, ", fragment ",
+               h.fragment_bytes, " B, expected offset ", r.received, " of ", r.bytes, " B)");
+        if (h.fragment_bytes > 0) deliver(r, s + kCacheLine, h.fragment_bytes);
+        r.received += h.fragment_bytes;
+      }
+      ++p.in_tail;
+      p.in->tail.store(p.in_tail, std::memory_order_release);
+      p.touched = true;
+      if (r.received == r.bytes) {
+        done.push_back(r.id);
+        p.recvs.pop_front();
+      }
+    }
+  }
+
+  // Copies or reduces one inline fragment straight from the slot into dst.
+  void deliver(const PendingRecv& r, const std::byte* data, size_t bytes) {
+    std::byte* dst = r.dst + r.received;
+    if (!r.reduce) {
+      std::memcpy(dst, data, bytes);
+      return;
+    }
+    const size_t elem = dtype_size(r.reducer.type);
+    const auto* local = static_cast<const std::byte*>(r.reducer.local) + r.received;
+    reduce_into(r.reducer.type, r.reducer.op, dst, local, data, bytes / elem);
+  }
+
+  void read_cross_memory(Peer& p, const PendingRecv& r, uint64_t address) {
+    if (!r.reduce) {
+      read_remote(p, r.dst, address, r.bytes);
+      return;
+    }
+    // dst = local (+) remote, piece by piece through a cache-resident buffer.
+    if (bounce_.empty()) bounce_.resize(kCrossMemoryPiece / sizeof(uint64_t));
+    auto* buf = reinterpret_cast<std::byte*>(bounce_.data());
+    const size_t elem = dtype_size(r.reducer.type);
+    const auto* local = static_cast<const std::byte*>(r.reducer.local);
+    for (size_t off = 0; off < r.bytes; off += kCrossMemoryPiece) {
+      const size_t n = std::min(kCrossMemoryPiece, r.bytes - off);
+      read_remote(p, buf, address + off, n);
+      reduce_into(r.reducer.type, r.reducer.op, r.dst + off, local + off, buf, n / elem);
+    }
+  }
+
+  void read_remote(Peer& p, std::byte* dst, uint64_t address, size_t bytes) {
+    size_t got = 0;
+    while (got < bytes) {
+      iovec local{dst + got, bytes - got};
+      iovec remote{reinterpret_cast<void*>(address + got), bytes - got};
+      const ssize_t n = ::process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      const int err = n < 0 ? errno : EFAULT;
+      if (err == ESRCH)
+        fail(ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", p.rank, " (pid ", p.pid,
+             ") exited while this rank was reading its message");
+      fail(ErrorCode::system, "rank ", rank_, ": shm: process_vm_readv from peer ", p.rank,
+           " (pid ", p.pid, "): ", std::strerror(err));
+    }
+  }
+
+  void send_to(Peer& p, std::vector<RequestId>& done) {
+    // Fill free slots with the unwritten sends, in order.
+    while (p.first_unwritten < p.sends.size()) {
+      if (p.out_head - p.out_tail_seen == layout_.slots) {
+        p.out_tail_seen = p.out->tail.load(std::memory_order_acquire);
+        if (p.out_head - p.out_tail_seen == layout_.slots) break;
+      }
+      PendingSend& m = p.sends[p.first_unwritten];
+      std::byte* s = slot(p.out_slots, p.out_head);
+      SlotHeader h{};
+      h.message_bytes = m.bytes;
+      h.offset = m.written;
+      if (m.cross_memory) {
+        h.kind = SlotKind::cross_memory;
+        h.address = reinterpret_cast<uint64_t>(m.data);
+        m.written = m.bytes;
+      } else {
+        h.kind = SlotKind::inline_data;
+        h.fragment_bytes = std::min(layout_.slot_bytes, m.bytes - m.written);
+        if (h.fragment_bytes > 0) std::memcpy(s + kCacheLine, m.data + m.written, h.fragment_bytes);
+        m.written += h.fragment_bytes;
+      }
+      std::memcpy(s, &h, sizeof h);
+      if (h.offset == 0) m.first_slot = p.out_head;
+      m.last_slot = p.out_head;
+      ++p.out_head;
+      p.out->head.store(p.out_head, std::memory_order_release);
+      p.touched = true;
+      if (m.written == m.bytes) {
+        m.all_written = true;
+        ++p.first_unwritten;
+      }
+    }
+    // Complete the sends whose slots the receiver has consumed.
+    while (!p.sends.empty() && p.sends.front().all_written) {
+      const PendingSend& m = p.sends.front();
+      if (p.out_tail_seen <= m.last_slot) {
+        p.out_tail_seen = p.out->tail.load(std::memory_order_acquire);
+        if (p.out_tail_seen <= m.last_slot) {
+          check_send_error(p);
+          return;
+        }
+      }
+      done.push_back(m.id);
+      p.sends.pop_front();
+      --p.first_unwritten;
+    }
+    if (!p.sends.empty()) check_send_error(p);
+  }
+
+  void check_send_error(const Peer& p) {
+    const uint64_t e = p.out->error_slot.load(std::memory_order_acquire);
+    if (e == 0) return;
+    size_t sent = 0;
+    for (const PendingSend& m : p.sends)
+      if (m.first_slot + 1 == e) sent = m.bytes;
+    fail(ErrorCode::mismatch, "rank ", rank_, ": shm: message size mismatch: this rank sends ",
+         sent, " B, peer ", p.rank, " expects ",
+         p.out->error_expected.load(std::memory_order_relaxed), " B");
+  }
+
+  void ring_touched() {
+    // Pairs with the fence in wait_some: the indices published above are
+    // visible to a waiter whose `sleeping` store we fail to see.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (Peer& p : peers_) {
+      if (!p.touched) continue;
+      p.touched = false;
+      Doorbell& bell = p.header->bell;
+      if (bell.sleeping.load(std::memory_order_relaxed) != 0) {
+        bell.seq.fetch_add(1, std::memory_order_release);
+        shm::futex_wake(bell.seq);
+      }
+    }
+  }
+
+  void ring_everyone() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (Peer& p : peers_) {
+      if (p.header == nullptr) continue;
+      p.header->bell.seq.fetch_add(1, std::memory_order_release);
+      shm::futex_wake(p.header->bell.seq);
+    }
+  }
+
+  // The slow-path checks: a peer that aborted fails this rank at once; a peer
+  // that exited or closed its transport fails it when this rank still has
+  // messages pending with that peer after one more drain.
+  void check_peers(std::vector<RequestId>& done) {
+    for (const Peer& p : peers_) {
+      if (p.header == nullptr) continue;
+      if (p.header->aborted.load(std::memory_order_acquire) != 0) {
+        std::string reason(p.header->reason, strnlen(p.header->reason, shm::kReasonBytes));
+        fail(ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", p.rank, " failed: ", reason);
+      }
+    }
+    // Probing liveness costs a system call per peer: at most once a period.
+    const auto now = Clock::now();
+    const bool probe = now - last_liveness_probe_ >= kLivenessPeriod / 2;
+    if (probe) last_liveness_probe_ = now;
+    std::vector<int> gone;
+    for (const Peer& p : peers_) {
+      if (p.header == nullptr || (p.sends.empty() && p.recvs.empty())) continue;
+      if (p.header->closed.load(std::memory_order_acquire) != 0 ||
+          (probe && shm::process_exited(p.pidfd, p.pid)))
+        gone.push_back(p.rank);
+    }
+    if (gone.empty()) return;
+    // What a peer published before it left is visible now; use it first.
+    const size_t before = done.size();
+    progress(done);
+    if (done.size() > before) return;
+    for (int g : gone) {
+      const Peer& p = peers_[static_cast<size_t>(g)];
+      if (p.sends.empty() && p.recvs.empty()) continue;
+      fail(ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", g, " (pid ", p.pid, ") ",
+           p.header->closed.load(std::memory_order_acquire) != 0 ? "closed its transport"
+                                                                 : "exited",
+           " while this rank still has ", p.sends.size(), " send(s) and ", p.recvs.size(),
+           " receive(s) pending with it");
+    }
+  }
+
+  int rank_;
+  int size_;
+  std::chrono::microseconds spin_;
+  size_t cma_threshold_;
+  Layout layout_;
+  bool oversubscribed_ = false;
+  bool cma_enabled_ = false;
+  Segment own_segment_;
+  SegmentHeader* own_ = nullptr;
+  std::vector<Peer> peers_;
+  RequestId next_id_ = 1;
+  Clock::time_point last_liveness_probe_{};
+  std::vector<uint64_t> bounce_;  // cross-memory reduction pieces (uint64 for alignment)
+  // Peers read this through process_vm_readv at set-up to prove they can.
+  uint64_t cma_probe_ = shm::kMagic;
+};
+
+std::string segment_key(int rank) { return str_cat("shm/segment/", rank); }
+std::string attached_key(int rank) { return str_cat("shm/attached/", rank); }
+
+std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string from_bytes(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+
+void ShmTransport::connect(Store& store, Deadline deadline) {
+  // 1. Create this rank's segment and initialize it before anyone sees it.
+  const pid_t pid = ::getpid();
+  const auto nonce = static_cast<unsigned long long>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
+  const std::string name = str_cat("/chorus-", pid, "-", rank_, "-", std::hex, nonce);
+  const size_t bytes = layout_.total_bytes();
+  own_segment_ = Segment::create(name, bytes);
+  std::byte* base = own_segment_.base();
+  own_ = new (base) SegmentHeader();
+  own_->magic = shm::kMagic;
+  own_->version = shm::kLayoutVersion;
+  own_->rank = rank_;
+  own_->size = size_;
+  own_->pid = pid;
+  own_->slots = layout_.slots;
+  own_->slot_bytes = layout_.slot_bytes;
+  own_->total_bytes = bytes;
+  for (int s = 0; s < size_; ++s) new (base + layout_.fifo_control_offset(s)) FifoControl();
+
+  // 2. Publish it; attach every peer's segment.
+  std::ostringstream desc;
+  desc << name << ' ' << pid << ' ' << layout_.slots << ' ' << layout_.slot_bytes << ' '
+       << reinterpret_cast<uint64_t>(&cma_probe_);
+  store.set(segment_key(rank_), to_bytes(desc.str()));
+
+  bool cma_ok = true;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    std::istringstream in(from_bytes(store.get(segment_key(q), deadline)));
+    std::string peer_name;
+    long long peer_pid = 0;
+    size_t slots = 0, slot_bytes = 0;
+    uint64_t probe = 0;
+    if (!(in >> peer_name >> peer_pid >> slots >> slot_bytes >> probe))
+      fail(ErrorCode::mismatch, "rank ", rank_, ": shm set-up: malformed segment record of peer ",
+           q);
+    if (slots != layout_.slots || slot_bytes != layout_.slot_bytes)
+      fail(ErrorCode::mismatch, "rank ", rank_, ": shm set-up: peer ", q, " uses ", slots,
+           " slots of ", slot_bytes, " B, this rank ", layout_.slots, " slots of ",
+           layout_.slot_bytes, " B");
+    Peer& p = peers_[static_cast<size_t>(q)];
+    p.rank = q;
+    p.pid = static_cast<pid_t>(peer_pid);
+    p.pidfd = shm::open_pidfd(p.pid);
+    p.segment = Segment::attach(peer_name, bytes);
+    p.header = reinterpret_cast<SegmentHeader*>(p.segment.base());
+    if (p.header->magic != shm::kMagic || p.header->version != shm::kLayoutVersion ||
+        p.header->rank != q || p.header->size != size_)
+      fail(ErrorCode::mismatch, "rank ", rank_, ": shm set-up: segment ", peer_name, " of peer ",
+           q, " does not belong to this group (rank ", p.header->rank, " of ", p.header->size,
+           ")");
+    p.out = reinterpret_cast<FifoControl*>(p.segment.base() + layout_.fifo_control_offset(rank_));
+    p.out_slots = p.segment.base() + layout_.slot_area_offset(q, rank_);
+    p.in = reinterpret_cast<FifoControl*>(base + layout_.fifo_control_offset(q));
+    p.in_slots = base + layout_.slot_area_offset(rank_, q);
+
+    // Can this rank read the peer's memory in one copy? (EPERM under a strict
+    // ptrace policy or in some containers; then everyone uses slots.)
+    uint64_t value = 0;
+    iovec local{&value, sizeof value};
+    iovec remote{reinterpret_cast<void*>(probe), sizeof value};
+    if (::process_vm_readv(p.pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof value) ||
+        value != shm::kMagic)
+      cma_ok = false;
+  }
+
+  // 3. Everyone attached: the names can go, so that no segment outlives the
+  // group even if a rank is killed from now on.
+  store.set(attached_key(rank_), to_bytes(cma_ok ? "1" : "0"));
+  bool all_cma = cma_ok;
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_) all_cma &= from_bytes(store.get(attached_key(q), deadline)) == "1";
+  own_segment_.unlink();
+  cma_enabled_ = all_cma;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_shm_transport(Store& store, int rank, int size,
+                                              const ShmOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size)
+    fail(ErrorCode::invalid_argument, "shm transport: rank ", rank, " of ", size,
+         " is not a valid rank of the group");
+  if (options.slots < 2)
+    fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: slots = ", options.slots,
+         "; at least 2 are needed to pipeline a message");
+  if (options.slot_bytes == 0 || options.slot_bytes % kCacheLine != 0)
+    fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: slot_bytes = ",
+         options.slot_bytes, " must be a positive multiple of ", kCacheLine);
+  if (options.spin.count() < 0)
+    fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: negative spin");
+  auto t = std::make_unique<ShmTransport>(rank, size, options);
+  if (size > 1) t->connect(store, options.deadline);
+  return t;
+}
+
+}  // namespace chorus
