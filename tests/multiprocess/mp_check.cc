@@ -1,0 +1,176 @@
+// Multi-process checks, one program with one mode per check; started by
+// chorus-run (or mpirun) from ctest, one process per rank:
+//
+//   mp_check grid [--small]  every registered algorithm over the collective
+//                            grid (all dtypes, ops, in/out of place, counts
+//                            0, 1, N-1, N+1 and a large prime; --small: a
+//                            reduced slice for high rank counts)
+//   mp_check allreduce       one float32 sum, checked on every rank; rank 0
+//                            prints "ALL OK" with the launcher it detected
+//   mp_check kill            rank N-1 kills itself (SIGKILL) in the middle of
+//                            an AllReduce; every other rank must raise
+//                            peer_failure within 5 s, and rank 0 prints
+//                            "SURVIVORS OK" once all of them have
+//   mp_check timeout         rank 1 joins an AllReduce late; rank 0 must get
+//                            Error(timeout) naming itself and the collective
+//
+// Exit status 0 when the check holds on this rank, 1 otherwise.
+#include "algorithms/algorithm.h"
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "support/grid.h"
+
+#include <chorus/chorus.h>
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace chorus {
+namespace {
+
+int run_grid_mode(bool small) {
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  size_t cases_run = 0;
+  size_t algos = 0;
+  std::vector<std::string> errors;
+  for (const Algorithm& a : all_algorithms()) {
+    if (a.collective == Collective::barrier) continue;
+    ++algos;
+    std::vector<test::GridCase> served;
+    for (const auto& c : test::grid_cases(a.collective, n, /*include_large=*/!small)) {
+      if (small) {
+        // The slice for many ranks on few cores: two counts, three dtypes,
+        // two ops, both placements.
+        const bool dtype_ok = c.type == DataType::float32 || c.type == DataType::int32 ||
+                              c.type == DataType::bfloat16;
+        const bool op_ok = c.op == ReduceOp::sum || c.op == ReduceOp::max;
+        if (!dtype_ok || !op_ok || (c.count != 1 && c.count != static_cast<size_t>(n) + 1)) continue;
+      }
+      CollectiveSpec spec{c.collective, n, comm.rank(), c.count, dtype_size(c.type), c.root};
+      if (a.supports(spec)) served.push_back(c);
+    }
+    auto e = test::run_grid(comm, served, std::string(a.name));
+    cases_run += served.size();
+    errors.insert(errors.end(), e.begin(), e.end());
+  }
+  for (const Algorithm* a : algorithms_for(Collective::barrier)) {
+    CallOptions o;
+    o.algorithm = std::string(a->name);
+    comm.barrier(o);
+    comm.barrier(o);
+  }
+  for (const auto& e : errors) std::printf("MISMATCH %s\n", e.c_str());
+  std::printf("grid: rank %d of %d, %zu algorithms, %zu cases x 2 calls, %zu mismatches\n",
+              comm.rank(), n, algos, cases_run, errors.size());
+  return errors.empty() ? 0 : 1;
+}
+
+int run_allreduce_mode() {
+  const BootstrapEnv env = read_bootstrap_env();
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(comm.rank() + 1) * static_cast<float>(i % 7);
+  comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  int32_t ok = 1;
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] != ranks_sum * static_cast<float>(i % 7)) ok = 0;
+  // Every rank's verdict, so that rank 0 can speak for all of them.
+  comm.allreduce(&ok, &ok, 1, DataType::int32, ReduceOp::min);
+  std::printf("rank %d of %d (from %s variables): %s\n", comm.rank(), n, env.source.c_str(),
+              ok ? "correct" : "WRONG");
+  if (comm.rank() == 0 && ok) std::printf("ALL OK ranks=%d source=%s\n", n, env.source.c_str());
+  return ok ? 0 : 1;
+}
+
+int run_kill_mode() {
+  const BootstrapEnv env = read_bootstrap_env();
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  const int victim = n - 1;
+  std::vector<float> v(size_t{1} << 20, 1.0f);
+  for (int round = 0; round < 3; ++round)
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+  if (comm.rank() == victim) {
+    Work w = comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+    w.done();  // put some of it on the wire, then die mid-collective
+    ::raise(SIGKILL);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (int round = 0; round < 1000; ++round)
+      comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+    std::printf("rank %d: no error although rank %d was killed\n", comm.rank(), victim);
+    return 1;
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string msg = e.what();
+    const bool names_rank = msg.find("rank " + std::to_string(comm.rank())) != std::string::npos;
+    const bool good = e.code() == ErrorCode::peer_failure && s < 5.0 && names_rank &&
+                      msg.find("peer") != std::string::npos;
+    std::printf("rank %d: %s after %.3f s: %s\n", comm.rank(), std::string(to_string(e.code())).c_str(),
+                s, msg.c_str());
+    if (!good) return 1;
+  }
+  // Report through the store; rank 0 waits for every survivor.
+  OpenedStore store = open_store(env.store, false, Clock::now() + std::chrono::seconds(20));
+  store.store->add("kill_test/survivors_ok", 1);
+  if (comm.rank() == 0) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (store.store->add("kill_test/survivors_ok", 0) < n - 1) {
+      if (Clock::now() > deadline) return 1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::printf("SURVIVORS OK %d of %d raised peer_failure within 5 s\n", n - 1, n - 1);
+  }
+  return 0;
+}
+
+int run_timeout_mode() {
+  Communicator comm = init_from_env();
+  std::vector<int64_t> v(100, 1);
+  if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+  CallOptions o;
+  o.timeout = std::chrono::milliseconds(comm.rank() == 0 ? 300 : 10000);
+  try {
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::int64, ReduceOp::sum, o);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    std::printf("rank %d: %s: %s\n", comm.rank(), std::string(to_string(e.code())).c_str(), msg.c_str());
+    if (comm.rank() == 0) {
+      const bool good = e.code() == ErrorCode::timeout && msg.find("rank 0") != std::string::npos &&
+                        msg.find("allreduce") != std::string::npos;
+      if (good) std::printf("TIMEOUT OK\n");
+      return good ? 0 : 1;
+    }
+    // The late rank finds its peer gone (it gave up): a peer failure.
+    return e.code() == ErrorCode::peer_failure ? 0 : 1;
+  }
+  std::printf("rank %d: allreduce completed although rank 0 should have timed out\n", comm.rank());
+  return 1;
+}
+
+}  // namespace
+}  // namespace chorus
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const bool small = argc > 2 && std::strcmp(argv[2], "--small") == 0;
+  try {
+    if (mode == "grid") return chorus::run_grid_mode(small);
+    if (mode == "allreduce") return chorus::run_allreduce_mode();
+    if (mode == "kill") return chorus::run_kill_mode();
+    if (mode == "timeout") return chorus::run_timeout_mode();
+    std::fprintf(stderr, "usage: mp_check grid [--small] | allreduce | kill | timeout\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());
+    return 1;
+  }
+}
