@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "core/reduce_kernels.h"
+#include "model/tuner.h"
 
 #include <algorithm>
 
@@ -284,7 +285,10 @@ bool CommunicatorImpl::test(WorkState& w) {
 // --- the public handles ------------------------------------------------------
 
 Communicator make_communicator(std::unique_ptr<Transport> transport, Config config) {
-  return Communicator(std::make_unique<detail::CommunicatorImpl>(std::move(transport), std::move(config)));
+  auto impl = std::make_unique<detail::CommunicatorImpl>(std::move(transport), std::move(config));
+  // The tuner picks algorithms for calls that name none (model/tuner.h).
+  install_tuner(*impl);
+  return Communicator(std::move(impl));
 }
 
 Work::Work() = default;

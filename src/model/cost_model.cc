@@ -1,0 +1,190 @@
+// Closed forms of every algorithm, under the model of cost_model.h. Each
+// function is exact for the Program its algorithm actually builds (see the
+// algorithm's own file for the schedule); where a form covers only some cases
+// it says which, and answers Prediction::none for the rest.
+#include "model/cost_model.h"
+
+#include "core/check.h"
+#include "schedule/rank_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace chorus {
+namespace {
+
+using C = Collective;
+
+double log2_ceil(int n) { return static_cast<double>(ceil_log2(n)); }
+
+// --- ring family (ring.cc) ----------------------------------------------------
+// Every step is one message of M/N bytes to the right neighbour that waits for
+// the previous step's receive, so steps never overlap and no port carries two
+// messages at once: each step costs alpha + (M/N)/beta (+ gamma M/N reducing).
+
+Prediction ring_allreduce_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const double steps = n - 1;
+  const double chunk = m / n;
+  return Prediction::time(2 * steps * (p.alpha + chunk / p.beta) + steps * chunk * p.gamma);
+}
+
+Prediction ring_allgather_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  return Prediction::time((n - 1) * (p.alpha + m / n / p.beta));
+}
+
+Prediction ring_reduce_scatter_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const double chunk = m / n;
+  return Prediction::time((n - 1) * (p.alpha + chunk / p.beta + chunk * p.gamma));
+}
+
+// --- binomial trees (binomial.cc) ---------------------------------------------
+
+// Broadcast. A node that holds the data at time t sends to its children
+// largest subtree first, all at once; its `ports` send ports serve them in
+// that order, so the j-th child (1-based) has the data at
+//   t + alpha + ceil(j / ports) * M/beta
+// (alpha is latency and overlaps; only the M/beta of each message queues).
+// For a tree of n nodes, L = ceil(log2 n), the children are 2^(L-1), ...,
+// 2^0; the first one roots a binomial tree of n - 2^(L-1) nodes, the j-th
+// (j >= 2) a full one of 2^(L-j). So
+//   T(1) = 0,  T(n) = max_j ( alpha + ceil(j/d) M/beta + T(size_j) ).
+// With d = 1 and n = 2^L this is L (alpha + M/beta), the seed's form; for other
+// n it is less, because the first (largest) subtree is not full: e.g. N = 5
+// gives 2 alpha + 3 M/beta where the seed says 3 (alpha + M/beta).
+double binomial_broadcast_tree(long long n, double alpha, double g, int d,
+                               std::vector<double>& full) {
+  if (n <= 1) return 0;
+  const int levels = ceil_log2(n);
+  double t = 0;
+  for (int j = 1; j <= levels; ++j) {
+    const long long size = j == 1 ? n - (1LL << (levels - 1)) : 1LL << (levels - j);
+    // Full trees recur once per level: memoize them by level.
+    double sub;
+    if (j > 1) {
+      const auto lv = static_cast<size_t>(levels - j);
+      if (full[lv] < 0) full[lv] = binomial_broadcast_tree(size, alpha, g, d, full);
+      sub = full[lv];
+    } else {
+      sub = binomial_broadcast_tree(size, alpha, g, d, full);
+    }
+    const double slot = std::ceil(static_cast<double>(j) / d);
+    t = std::max(t, alpha + slot * g + sub);
+  }
+  return t;
+}
+
+Prediction binomial_broadcast_time(int n, double m, const CostParams& p) {
+  std::vector<double> full(64, -1.0);
+  return Prediction::time(binomial_broadcast_tree(n, p.alpha, m / p.beta, p.ports, full));
+}
+
+// Reduce. Each rank folds its children in smallest-subtree-first order, one
+// recv_reduce after the other, then sends to its parent. For N = 2^L the
+// subtree results reach a node spaced alpha + M/beta + gamma M apart, so its
+// receive port never queues and each level costs alpha + M/beta + gamma M:
+//   L (alpha + M/beta + gamma M).
+// For other N two children can finish at the same time and their messages
+// queue at the parent's receive port; the result then depends on which of the
+// two the port serves first, and no closed form is claimed.
+Prediction binomial_reduce_time(int n, double m, const CostParams& p) {
+  if (!is_pow2(n))
+    return Prediction::none(str_cat("binomial reduce has a closed form for power-of-two N only (",
+                                    "N = ", n, " queues messages at receive ports)"));
+  return Prediction::time(log2_ceil(n) * (p.alpha + m / p.beta + m * p.gamma));
+}
+
+// --- barrier (barrier.cc) -------------------------------------------------------
+// ceil(log2 N) rounds of one empty message, each waiting for the previous
+// round's receive: ceil(log2 N) alpha, the latency lower bound.
+Prediction dissemination_time(int n, double, const CostParams& p) {
+  return Prediction::time(log2_ceil(n) * p.alpha);
+}
+
+// --- alltoall (alltoall.cc) -----------------------------------------------------
+// Pairwise: N-1 exchanges of one block (M/N bytes), each step's send waiting
+// for the previous step's receive: (N-1) (alpha + M/(N beta)).
+Prediction pairwise_alltoall_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  return Prediction::time((n - 1) * (p.alpha + m / n / p.beta));
+}
+
+constexpr std::string_view kRingAr = "2(N-1) alpha + 2 (N-1)/N M/beta + (N-1)/N M gamma";
+constexpr std::string_view kRingAg = "(N-1) alpha + (N-1)/N M/beta";
+constexpr std::string_view kRingRs = "(N-1) alpha + (N-1)/N M/beta + (N-1)/N M gamma";
+constexpr std::string_view kBinBc =
+    "T(N), T(1)=0, T(n)=max_j(alpha + ceil(j/d) M/beta + T(size_j)); N=2^L, d=1: L(alpha+M/beta)";
+constexpr std::string_view kBinRd = "log2 N (alpha + M/beta + gamma M), N a power of two";
+
+const Formula kFormulas[] = {
+    {C::allreduce, "ring", ring_allreduce_time, 0, "switch ring", kRingAr},
+    {C::allgather, "ring", ring_allgather_time, 0, "switch ring", kRingAg},
+    {C::reduce_scatter, "ring", ring_reduce_scatter_time, 0, "switch ring", kRingRs},
+    {C::broadcast, "binomial", binomial_broadcast_time, 0, "switch", kBinBc},
+    {C::reduce, "binomial", binomial_reduce_time, 0, "switch", kBinRd},
+    {C::barrier, "dissemination", dissemination_time, 0, "switch", "ceil(log2 N) alpha"},
+    {C::alltoall, "pairwise", pairwise_alltoall_time, 0, "switch", kRingAg},
+};
+
+}  // namespace
+
+double model_bytes(Collective c, int nranks, size_t count, size_t elem_size) {
+  const double v = static_cast<double>(count) * static_cast<double>(elem_size);
+  switch (c) {
+    case C::allgather:
+    case C::reduce_scatter:
+    case C::alltoall:
+      return v * nranks;
+    case C::barrier:
+      return 0;
+    default:
+      return v;
+  }
+}
+
+LowerBound lower_bound(Collective c, int n, double m, const CostParams& p) {
+  LowerBound lb;
+  if (n <= 1) return lb;
+  lb.latency = log2_ceil(n) * p.alpha;
+  const double d = p.ports;
+  switch (c) {
+    case C::allreduce:
+    case C::allgather:
+    case C::reduce_scatter:
+    case C::alltoall:
+      lb.bandwidth = (n - 1) * m / (n * d * p.beta);
+      break;
+    case C::broadcast:
+    case C::reduce:
+      lb.bandwidth = m / (d * p.beta);
+      break;
+    case C::barrier:
+      break;
+  }
+  return lb;
+}
+
+std::span<const Formula> formulas() { return kFormulas; }
+
+const Formula* find_formula(Collective c, std::string_view algorithm) {
+  for (const Formula& f : kFormulas)
+    if (f.collective == c && f.algorithm == algorithm) return &f;
+  return nullptr;
+}
+
+Prediction closed_form(Collective c, std::string_view algorithm, int nranks, double bytes,
+                       const CostParams& params) {
+  const Formula* f = find_formula(c, algorithm);
+  if (f == nullptr)
+    return Prediction::none(
+        str_cat(to_string(c), "(", algorithm, ") has no closed form in the cost model"));
+  if (f->ports != 0 && f->ports != params.ports)
+    return Prediction::none(str_cat(to_string(c), "(", algorithm, ")'s closed form assumes ",
+                                    f->ports, " port(s), not ", params.ports));
+  return f->time(nranks, bytes, params);
+}
+
+}  // namespace chorus

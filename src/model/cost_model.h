@@ -1,0 +1,101 @@
+// The alpha-beta-gamma cost model: link parameters, the seed's lower bounds of
+// every collective, and each algorithm's closed-form time.
+//
+// Model (the seeds' and the simulator's, src/sim): a message of b bytes costs
+// alpha + b/beta; for b/beta it occupies one send port of the sender and one
+// receive port of the receiver (alpha is latency, not port time); reducing b
+// bytes costs gamma * b; a rank has `ports` send ports and as many receive
+// ports (1 or 2).
+//
+// M, "the message size" of a closed form, is per rank and follows the seeds:
+//   allreduce, broadcast, reduce: count * elem_size (the vector)
+//   allgather:                    N * count * elem_size (the gathered output)
+//   reduce_scatter:               N * count * elem_size (the input)
+//   alltoall:                     N * count * elem_size (one rank's input)
+//   barrier:                      0
+//
+// Closed forms are one small function per (collective, algorithm). Each is the
+// exact time of that algorithm's actual Program under the model, on the
+// topologies and port counts the entry names, when the chunking is even (N
+// divides count, and powers of two do for the halving algorithms); tests hold
+// the simulator to them at a relative 1e-9. An algorithm without one, or a case
+// its form does not cover, gets a Prediction with ok == false and the reason:
+// never a silent zero.
+#pragma once
+
+#include "schedule/collective.h"
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace chorus {
+
+// alpha and beta of one class of links ("shm", "tcp", or a class a simulated
+// topology defines, e.g. "intra" / "inter" of hier:K).
+struct LinkParams {
+  std::string name;
+  double alpha = 0;  // seconds per message
+  double beta = 1;   // bytes per second, per port and direction
+};
+
+// Everything a closed form depends on besides N and M.
+struct CostParams {
+  double alpha = 0;  // s per message
+  double beta = 1;   // B/s per port and direction
+  double gamma = 0;  // s per reduced byte
+  int ports = 1;     // send ports per rank (and receive ports): 1 or 2
+};
+
+// The model's M for a call (see above), in bytes.
+double model_bytes(Collective collective, int nranks, size_t count, size_t elem_size);
+
+// The seed's lower bounds. latency = ceil(log2 N) alpha (information must reach
+// every rank and at most doubles per round); bandwidth, with d = ports:
+//   allreduce, reduce_scatter, allgather, alltoall: (N-1) M / (N d beta)
+//     (a rank must receive (N-1)/N of M from outside, and send as much)
+//   broadcast, reduce: M / (d beta) (every non-root must receive all of M,
+//     resp. the root must receive M worth of partial results)
+//   barrier: 0
+// combined = max(latency, bandwidth). N == 1 gives zero.
+struct LowerBound {
+  double latency = 0;
+  double bandwidth = 0;
+  double combined() const { return latency > bandwidth ? latency : bandwidth; }
+};
+LowerBound lower_bound(Collective collective, int nranks, double bytes, const CostParams& params);
+
+// A closed-form answer: ok with the time, or not ok with the reason.
+struct Prediction {
+  bool ok = false;
+  double seconds = 0;
+  std::string reason;  // when !ok
+
+  static Prediction time(double s) { return {true, s, {}}; }
+  static Prediction none(std::string why) { return {false, 0, std::move(why)}; }
+};
+
+// One algorithm's closed form.
+struct Formula {
+  Collective collective;
+  std::string_view algorithm;  // as the registry names it
+  Prediction (*time)(int nranks, double bytes, const CostParams& params);
+  // Where the form is exact: port counts (0 = either) and the simulator
+  // topologies (space-separated) whose routes it assumes.
+  int ports;
+  std::string_view topologies;
+  std::string_view text;  // the formula, for docs and --help
+};
+
+// Every closed form, by collective.
+std::span<const Formula> formulas();
+const Formula* find_formula(Collective collective, std::string_view algorithm);
+
+// The closed-form time of (collective, algorithm) at N ranks and M bytes, or
+// why there is none.
+Prediction closed_form(Collective collective, std::string_view algorithm, int nranks,
+                       double bytes, const CostParams& params);
+
+}  // namespace chorus

@@ -1,0 +1,320 @@
+#include "sim/sim_cli.h"
+
+#include "algorithms/algorithm.h"
+#include "core/check.h"
+#include "model/cost_model.h"
+#include "model/units.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chorus/types.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <optional>
+#include <ostream>
+#include <spawn.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace chorus {
+namespace {
+
+struct Row {
+  double bytes = 0;
+  std::string algo;
+  double time = 0;
+  std::optional<double> formula;
+  double bound = 0;
+  bool fastest = false;
+};
+
+struct Args {
+  std::string collective;
+  int ranks = 0;
+  std::string min_size = "8", max_size = "64M", bytes;
+  double factor = 2;
+  std::string alpha, beta, gamma = "0", inter_alpha, inter_beta;
+  int ports = 1;
+  std::string topology = "switch";
+  std::string algos = "all";
+  std::string dtype = "float32";
+  std::string json, plot, plot_script;
+};
+
+// Where plot_sim.gp lives: next to a build tree (build-x/tools/chorus-sim ->
+// scripts/) or an install (bin/chorus-sim -> share/chorus/).
+std::string find_plot_script() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (const char* rel : {"../../scripts/plot_sim.gp", "../share/chorus/plot_sim.gp",
+                          "../scripts/plot_sim.gp"}) {
+    const auto p = exe.parent_path() / rel;
+    if (std::filesystem::exists(p, ec)) return p.lexically_normal().string();
+  }
+  return {};
+}
+
+// Runs gnuplot without a shell, so that paths need no quoting.
+void run_gnuplot(const std::string& script, const std::string& data, const std::string& svg,
+                 const std::string& title, size_t blocks) {
+  const std::string vars = str_cat("datafile='", data, "'; outfile='", svg, "'; plottitle='",
+                                   title, "'; nblocks=", blocks);
+  std::vector<std::string> args = {"gnuplot", "-e", vars, script};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, "gnuplot", nullptr, nullptr, argv.data(), environ) != 0)
+    fail(ErrorCode::system, "--plot: cannot start gnuplot (is gnuplot-nox installed?)");
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail(ErrorCode::system, "--plot: gnuplot failed on ", script);
+}
+
+std::vector<size_t> sizes_of(const Args& a, const CLI::App& app) {
+  if (app.count("--bytes")) {
+    if (app.count("-b") || app.count("-e") || app.count("-f"))
+      fail(ErrorCode::invalid_argument, "--bytes and -b/-e/-f exclude each other");
+    return {parse_size(a.bytes, "--bytes")};
+  }
+  const size_t lo = parse_size(a.min_size, "-b");
+  const size_t hi = parse_size(a.max_size, "-e");
+  if (lo > hi) fail(ErrorCode::invalid_argument, "-b ", a.min_size, " is larger than -e ", a.max_size);
+  if (!(a.factor > 1)) fail(ErrorCode::invalid_argument, "-f must be > 1, got ", a.factor);
+  if (lo == 0) fail(ErrorCode::invalid_argument, "-b must be positive");
+  std::vector<size_t> out;
+  for (double s = static_cast<double>(lo); s <= static_cast<double>(hi) * (1 + 1e-12);
+       s *= a.factor)
+    out.push_back(static_cast<size_t>(s + 0.5));
+  return out;
+}
+
+int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err) {
+  const auto coll = parse_collective(a.collective);
+  if (!coll)
+    fail(ErrorCode::invalid_argument, "unknown collective '", a.collective,
+         "' (allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, barrier)");
+  if (a.ranks < 1) fail(ErrorCode::invalid_argument, "--ranks must be >= 1, got ", a.ranks);
+  if (a.ports != 1 && a.ports != 2)
+    fail(ErrorCode::invalid_argument, "--ports must be 1 or 2, got ", a.ports);
+  const auto dtype = parse_data_type(a.dtype);
+  if (!dtype) fail(ErrorCode::invalid_argument, "unknown --dtype '", a.dtype, "'");
+  const size_t es = dtype_size(*dtype);
+  const CostParams params{parse_time(a.alpha, "--alpha"), parse_bandwidth(a.beta, "--beta"),
+                          parse_time(a.gamma, "--gamma"), a.ports};
+  const LinkParams link{"link", params.alpha, params.beta};
+  const LinkParams inter{"inter",
+                         a.inter_alpha.empty() ? params.alpha
+                                               : parse_time(a.inter_alpha, "--inter-alpha"),
+                         a.inter_beta.empty() ? params.beta
+                                              : parse_bandwidth(a.inter_beta, "--inter-beta")};
+  const auto topo = make_topology(a.topology, a.ranks, link, inter);
+
+  std::vector<const Algorithm*> algos;
+  if (a.algos == "all") {
+    algos = algorithms_for(*coll);
+  } else {
+    std::stringstream ss(a.algos);
+    for (std::string name; std::getline(ss, name, ',');) {
+      const Algorithm* al = find_algorithm(*coll, name);
+      if (al == nullptr)
+        fail(ErrorCode::invalid_argument, "unknown ", a.collective, " algorithm '", name,
+             "'; known: ", algorithm_names(*coll));
+      algos.push_back(al);
+    }
+  }
+  if (algos.empty()) fail(ErrorCode::invalid_argument, "no algorithm for ", a.collective);
+
+  // A size is the model's M (cost_model.h): for allgather, reduce_scatter and
+  // alltoall the whole N-block buffer, so the count per block is M / (N es).
+  const bool per_block = *coll == Collective::allgather ||
+                         *coll == Collective::reduce_scatter || *coll == Collective::alltoall;
+  std::vector<size_t> sizes = *coll == Collective::barrier ? std::vector<size_t>{0}
+                                                           : sizes_of(a, app);
+  std::vector<std::vector<Row>> table;
+  for (size_t size : sizes) {
+    const size_t count =
+        size / es / (per_block ? static_cast<size_t>(a.ranks) : 1);
+    const double m = model_bytes(*coll, a.ranks, count, es);
+    std::vector<Row> rows;
+    for (const Algorithm* al : algos) {
+      CollectiveSpec spec{*coll, a.ranks, 0, count, es, 0};
+      bool ok = true;
+      for (int r = 0; r < a.ranks && ok; ++r) {
+        spec.rank = r;
+        if (Support s = al->supports(spec); !s) {
+          err << "note: " << al->name << " skipped at " << format_size(size) << ": " << s.reason
+              << "\n";
+          ok = false;
+        }
+      }
+      if (!ok) continue;
+      spec.rank = 0;
+      const auto programs = build_all(*al, spec);
+      const SimResult res = simulate(programs, *topo, SimOptions{a.ports, params.gamma, es});
+      Row row{m, std::string(al->name), res.time, std::nullopt,
+              lower_bound(*coll, a.ranks, m, params).combined(), false};
+      if (Prediction p = closed_form(*coll, al->name, a.ranks, m, params); p.ok)
+        row.formula = p.seconds;
+      rows.push_back(std::move(row));
+    }
+    if (!rows.empty()) {
+      size_t best = 0;
+      for (size_t i = 1; i < rows.size(); ++i)
+        if (rows[i].time < rows[best].time) best = i;
+      rows[best].fastest = true;
+    }
+    table.push_back(std::move(rows));
+  }
+
+  out << "# " << a.collective << " N=" << a.ranks << " topology=" << topo->name()
+      << " ports=" << a.ports << " alpha=" << format_time(params.alpha)
+      << " beta=" << format_bandwidth(params.beta) << " gamma=" << format_time(params.gamma)
+      << "/B dtype=" << a.dtype << "\n";
+  out << std::setw(10) << "size" << "  " << std::left << std::setw(20) << "algo" << std::right
+      << std::setw(14) << "sim_us" << std::setw(14) << "formula_us" << std::setw(14)
+      << "bound_us" << std::setw(9) << "%bound" << "\n";
+  auto us = [](double s) {
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(3) << s * 1e6;
+    return o.str();
+  };
+  for (const auto& rows : table)
+    for (const Row& r : rows) {
+      const double pct = r.time > 0 ? 100 * r.bound / r.time : 100;
+      std::ostringstream p;
+      p << std::fixed << std::setprecision(1) << pct;
+      out << std::setw(10) << format_size(static_cast<size_t>(r.bytes)) << "  " << std::left
+          << std::setw(20) << r.algo << std::right << std::setw(14) << us(r.time)
+          << std::setw(14) << (r.formula ? us(*r.formula) : std::string("-")) << std::setw(14)
+          << us(r.bound) << std::setw(9) << p.str() << (r.fastest ? "  *" : "") << "\n";
+    }
+  // Crossovers: sizes where the fastest algorithm changes.
+  std::string prev;
+  bool any = false;
+  for (const auto& rows : table)
+    for (const Row& r : rows) {
+      if (!r.fastest) continue;
+      if (!prev.empty() && r.algo != prev) {
+        out << (any ? ", " : "crossovers: ") << prev << " -> " << r.algo << " at "
+            << format_size(static_cast<size_t>(r.bytes));
+        any = true;
+      }
+      prev = r.algo;
+    }
+  out << (any ? "\n" : str_cat("crossovers: none (", prev.empty() ? "-" : prev,
+                               " is fastest at every size)\n"));
+
+  if (!a.json.empty()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& rows : table)
+      for (const Row& r : rows)
+        j.push_back({{"collective", a.collective},
+                     {"ranks", a.ranks},
+                     {"bytes", r.bytes},
+                     {"algo", r.algo},
+                     {"topology", topo->name()},
+                     {"ports", a.ports},
+                     {"alpha_s", params.alpha},
+                     {"beta_Bps", params.beta},
+                     {"gamma_s_per_B", params.gamma},
+                     {"time_s", r.time},
+                     {"formula_s", r.formula ? nlohmann::json(*r.formula) : nlohmann::json()},
+                     {"bound_s", r.bound}});
+    std::ofstream f(a.json);
+    if (!f) fail(ErrorCode::invalid_argument, "--json: cannot write '", a.json, "'");
+    f << j.dump(2) << "\n";
+    if (!f) fail(ErrorCode::system, "--json: writing '", a.json, "' failed");
+  }
+
+  if (!a.plot.empty()) {
+    const std::string script = a.plot_script.empty() ? find_plot_script() : a.plot_script;
+    if (script.empty())
+      fail(ErrorCode::invalid_argument,
+           "--plot: scripts/plot_sim.gp not found; name it with --plot-script");
+    // One gnuplot data block per algorithm, then one for the lower bound.
+    const std::string data = a.plot + ".dat";
+    std::ofstream f(data);
+    if (!f) fail(ErrorCode::invalid_argument, "--plot: cannot write '", data, "'");
+    size_t blocks = 0;
+    for (const Algorithm* al : algos) {
+      bool header = false;
+      for (const auto& rows : table)
+        for (const Row& r : rows)
+          if (r.algo == al->name && r.bytes > 0) {
+            if (!header) f << (blocks ? "\n\n" : "") << "size " << al->name << "\n";
+            header = true;
+            f << r.bytes << " " << r.time * 1e6 << "\n";
+          }
+      blocks += header ? 1 : 0;
+    }
+    bool header = false;
+    for (const auto& rows : table)
+      if (!rows.empty() && rows[0].bytes > 0) {
+        if (!header) f << (blocks ? "\n\n" : "") << "size lower_bound\n";
+        header = true;
+        f << rows[0].bytes << " " << rows[0].bound * 1e6 << "\n";
+      }
+    blocks += header ? 1 : 0;
+    f.close();
+    if (blocks == 0) fail(ErrorCode::invalid_argument, "--plot: nothing to plot (no size > 0)");
+    run_gnuplot(script, data, a.plot,
+                str_cat(a.collective, ", N = ", a.ranks, ", ", topo->name(), ", ", a.ports,
+                        " port(s)"),
+                blocks);
+    err << "wrote " << a.plot << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int sim_cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"chorus-sim: simulate collective algorithms on a network model", "chorus-sim"};
+  Args a;
+  app.add_option("collective", a.collective,
+                 "allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, barrier")
+      ->required();
+  app.add_option("--ranks,-n", a.ranks, "number of ranks N")->required();
+  app.add_option("-b,--min-bytes", a.min_size, "smallest size M (8, 4K, 64M; K = 1024)");
+  app.add_option("-e,--max-bytes", a.max_size, "largest size M");
+  app.add_option("-f,--factor", a.factor, "size multiplier between rows");
+  app.add_option("--bytes", a.bytes, "a single size M instead of -b/-e/-f");
+  app.add_option("--alpha", a.alpha, "latency per message (2us, 300ns, ...)")->required();
+  app.add_option("--beta", a.beta, "bandwidth per port and direction (25GB/s; 1 GB = 1e9 B)")
+      ->required();
+  app.add_option("--gamma", a.gamma, "reduction time per byte (0.1ns)");
+  app.add_option("--inter-alpha", a.inter_alpha, "hier:K inter-host latency (default --alpha)");
+  app.add_option("--inter-beta", a.inter_beta, "hier:K inter-host bandwidth (default --beta)");
+  app.add_option("--ports", a.ports, "send and receive ports per rank: 1 or 2");
+  app.add_option("--topology", a.topology, "switch, ring, hypercube, hier:K or FILE.json");
+  app.add_option("--algo", a.algos, "comma list of algorithms, or all");
+  app.add_option("--dtype", a.dtype, "element type (float32, ...)");
+  app.add_option("--json", a.json, "write the rows as JSON to this file");
+  app.add_option("--plot", a.plot, "draw time vs size (log-log) with gnuplot into this SVG");
+  app.add_option("--plot-script", a.plot_script, "gnuplot script (default scripts/plot_sim.gp)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    err << "chorus-sim: " << e.what() << "\n" << "run chorus-sim --help for usage\n";
+    return 2;
+  }
+  try {
+    return run(a, app, out, err);
+  } catch (const Error& e) {
+    err << "chorus-sim: " << e.what() << "\n";
+    return e.code() == ErrorCode::invalid_argument ? 2 : 1;
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,66 @@
+// The discrete-event simulator: runs the Programs of all N ranks of one
+// collective on a network model and reports the time it takes.
+//
+// Rules, the executor's and the verifier's (schedule/program.h, matching.h):
+//   - an op may start once its deps are done and the previous op of its
+//     channel (same peer, same direction) has started;
+//   - the k-th send a -> b meets the k-th receive at b from a.
+// Cost model (model/cost_model.h), per hop of the message's route
+// (sim/topology.h):
+//   - a hop requested at time t starts at s = max(t + alpha, the time its send
+//     port, receive port and links are free) and holds all of them until
+//     s + b/beta; ports and links serve hops in request order (FIFO), a rank
+//     picks the earliest-free of its `ports` send (receive) ports;
+//   - a multi-hop message is stored and forwarded: the next hop is requested
+//     when the previous one ends;
+//   - a send completes when its first hop ends (the data has left the source);
+//     a message is delivered when its last hop ends; eager: it moves whether or
+//     not the receive has started;
+//   - recv completes at max(started, delivered); recv_reduce and reduce add
+//     gamma * bytes; copy costs nothing.
+// Ties at equal times are served in a fixed order (event creation order), so
+// results are deterministic.
+#pragma once
+
+#include "algorithms/algorithm.h"
+#include "model/cost_model.h"
+#include "schedule/program.h"
+#include "sim/topology.h"
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace chorus {
+
+struct SimOptions {
+  int ports = 1;       // send ports and receive ports per rank: 1 or 2
+  double gamma = 0;    // seconds per reduced byte
+  size_t elem_size = 1;
+};
+
+struct SimResult {
+  double time = 0;                 // when the last op of any rank completes
+  std::vector<double> rank_time;   // per rank
+  size_t ops = 0;                  // ops executed
+  size_t messages = 0;             // sends
+  size_t hops = 0;                 // link traversals (messages on switch)
+  size_t events = 0;               // events popped from the queue
+  double bytes = 0;                // bytes sent, summed over hops
+  double max_port_busy = 0;        // busiest port: seconds occupied
+  double max_link_busy = 0;        // busiest shared link: seconds occupied
+};
+
+// Simulates programs[r] as rank r's Program on `topology` (which must have
+// programs.size() ranks). Throws Error(invalid_argument) on programs that do
+// not match (naming the ops) and Error(internal) on a deadlock (naming a
+// stuck op).
+SimResult simulate(std::span<const Program> programs, const Topology& topology,
+                   const SimOptions& options);
+
+// The Programs of all ranks of `algo` for the call `spec` (spec.rank is
+// ignored); throws Error(invalid_argument) with the reason when the algorithm
+// does not support the case.
+std::vector<Program> build_all(const Algorithm& algo, const CollectiveSpec& spec);
+
+}  // namespace chorus

@@ -1,0 +1,84 @@
+// Network topologies of the simulator: which links a message crosses between
+// two ranks, and the alpha/beta of each.
+//
+// A route is a list of hops. Each hop is a full message in the model (alpha +
+// b/beta on that hop's link class, store and forward): it occupies a send port
+// of `from`, a receive port of `to`, and the topology's own link resources on
+// the way (a directed ring or hypercube link, a host's network interface).
+//
+//   switch       every rank one port into a non-blocking switch: one hop, no
+//                shared link
+//   ring         links r <-> r+1 only; others are reached hop by hop along the
+//                shorter way round (ties go to r+1)
+//   hypercube    links r <-> r xor 2^k (both ends < N); routes clear the bits
+//                to be cleared first, then set the others, lowest bit first,
+//                so that every rank on the way is < N
+//   hier:K       hosts of K consecutive ranks; within a host one hop of class
+//                "intra"; across hosts one hop of class "inter" that also
+//                occupies the sending host's outgoing interface and the
+//                receiving host's incoming one (K ranks share them)
+//   FILE.json    {"nodes": N, "links": [{"from": 0, "to": 1, "alpha": "2us",
+//                 "beta": "25GB/s", "duplex": true}, ...]}: shortest routes
+//                by hop count (ties: lowest next node)
+#pragma once
+
+#include "model/cost_model.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace chorus {
+
+inline constexpr uint32_t kNoLink = static_cast<uint32_t>(-1);
+
+struct Hop {
+  int from = 0;
+  int to = 0;
+  uint32_t link_class = 0;                  // index into Topology::classes()
+  uint32_t links[2] = {kNoLink, kNoLink};   // shared link resources it occupies
+};
+
+class Topology {
+ public:
+  virtual ~Topology() = default;
+
+  int nranks() const { return nranks_; }
+  // Link classes; hops name them by index.
+  const std::vector<LinkParams>& classes() const { return classes_; }
+  // Number of shared link resources (ids 0..link_count()-1 in Hop::links).
+  size_t link_count() const { return links_; }
+  // "switch", "ring", "hypercube", "hier:8", "file.json".
+  const std::string& name() const { return name_; }
+  // Whether every route is a single hop (lets the simulator skip forwarding).
+  virtual bool single_hop() const { return false; }
+
+  // Appends the hops from a to b (a != b, both in range) to `hops`.
+  virtual void route(int a, int b, std::vector<Hop>& hops) const = 0;
+
+ protected:
+  Topology(std::string name, int nranks, std::vector<LinkParams> classes, size_t links)
+      : name_(std::move(name)), nranks_(nranks), classes_(std::move(classes)), links_(links) {}
+
+ private:
+  std::string name_;
+  int nranks_;
+  std::vector<LinkParams> classes_;
+  size_t links_;
+};
+
+// Builds a topology from its name (see above) for `nranks` ranks. `link` is the
+// link class of switch, ring and hypercube and the intra-host class of hier:K;
+// `inter` is hier:K's inter-host class. A JSON file brings its own classes and
+// must have exactly `nranks` nodes. Bad names and files throw
+// Error(invalid_argument).
+std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const LinkParams& link,
+                                        const LinkParams& inter);
+
+// The same from a JSON text (for tests); `name` labels it.
+std::unique_ptr<Topology> topology_from_json(std::string_view json_text, std::string name,
+                                             int nranks);
+
+}  // namespace chorus

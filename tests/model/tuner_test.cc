@@ -1,0 +1,197 @@
+// Tuner tests: the pick is the least predicted time, all ranks agree, the
+// per-call option overrides it, an unknown name is an error listing the known
+// ones, the log names every candidate once per size class, the tuning file
+// round-trips, and calibration gives every rank the same parameters.
+#include "model/tuner.h"
+
+#include "api/communicator_impl.h"
+
+#include <chorus/chorus.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+namespace chorus {
+namespace {
+
+CollectiveSpec spec_of(Collective c, int n, size_t count, int rank = 0) {
+  return CollectiveSpec{c, n, rank, count, 4, 0};
+}
+
+TEST(Tuner, PicksTheLeastPredictedTime) {
+  const int n = 8;
+  Tuner tuner(n, 0, CostParams{2e-6, 25e9, 1e-10, 1});
+  for (int ci = 0; ci < kCollectiveCount; ++ci) {
+    const auto c = static_cast<Collective>(ci);
+    for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+      const CollectiveSpec spec = spec_of(c, n, c == Collective::barrier ? 0 : count);
+      const Algorithm* pick = tuner.pick(spec);
+      ASSERT_NE(pick, nullptr) << to_string(c);
+      for (const Algorithm* a : algorithms_for(c)) {
+        bool ok = true;
+        for (int r = 0; r < n; ++r) {
+          CollectiveSpec s = spec;
+          s.rank = r;
+          ok = ok && a->supports(s);
+        }
+        if (ok) {
+          EXPECT_LE(tuner.predict(*pick, spec), tuner.predict(*a, spec))
+              << to_string(c) << " count " << count << ": " << pick->name << " vs " << a->name;
+        }
+      }
+    }
+  }
+}
+
+TEST(Tuner, AlltoallCrossesOverFromBruckToPairwise) {
+  const int n = 16;
+  // Latency-bound: ceil(log2 N) steps beat N-1.
+  Tuner slow_start(n, 0, CostParams{100e-6, 25e9, 0, 1});
+  EXPECT_EQ(slow_start.pick(spec_of(Collective::alltoall, n, 1))->name, "bruck");
+  // Bandwidth-bound: pairwise moves each block once, Bruck about log2(N)/2 times.
+  Tuner fast_start(n, 0, CostParams{0, 1e9, 0, 1});
+  EXPECT_EQ(fast_start.pick(spec_of(Collective::alltoall, n, 1 << 16))->name, "pairwise");
+}
+
+TEST(Tuner, LogsEveryCandidateOncePerSizeClass) {
+  Tuner tuner(16, 0, CostParams{100e-6, 25e9, 0, 1});
+  std::vector<std::string> lines;
+  tuner.set_log([&](const std::string& s) { lines.push_back(s); });
+  tuner.pick(spec_of(Collective::alltoall, 16, 1));
+  tuner.pick(spec_of(Collective::alltoall, 16, 1));  // cached
+  tuner.pick(spec_of(Collective::alltoall, 16, 1 << 16));
+  tuner.pick(spec_of(Collective::alltoall, 16, (1 << 16) - 1));  // same size class
+  ASSERT_EQ(lines.size(), 2u);
+  for (const std::string& l : lines) {
+    EXPECT_NE(l.find("pairwise="), std::string::npos) << l;
+    EXPECT_NE(l.find("bruck="), std::string::npos) << l;
+    EXPECT_NE(l.find(" -> "), std::string::npos) << l;
+  }
+  EXPECT_NE(lines[0].find("-> bruck"), std::string::npos) << lines[0];
+}
+
+// A tuner that prefers Bruck (large alpha), installed on in-process ranks.
+void install_bruck_leaning_tuner(Communicator& comm) {
+  auto tuner = std::make_shared<Tuner>(comm.size(), comm.rank(), CostParams{100e-6, 25e9, 0, 1});
+  comm.impl().set_selector([tuner](const CollectiveSpec& s) { return tuner->pick(s); });
+}
+
+TEST(Tuner, CallOptionOverridesThePickAndUnknownNamesAreErrors) {
+  testing::run_ranks(4, [](Communicator& comm) {
+    install_bruck_leaning_tuner(comm);
+    const CollectiveSpec spec = spec_of(Collective::alltoall, 4, 1, comm.rank());
+    EXPECT_EQ(comm.impl().choose(spec, {}).name, "bruck");
+    CallOptions named;
+    named.algorithm = "pairwise";
+    EXPECT_EQ(comm.impl().choose(spec, named).name, "pairwise");
+    CallOptions unknown;
+    unknown.algorithm = "no_such_algorithm";
+    try {
+      comm.impl().choose(spec, unknown);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("no_such_algorithm"), std::string::npos) << what;
+      EXPECT_NE(what.find("known: pairwise, bruck"), std::string::npos) << what;
+    }
+  });
+}
+
+TEST(Tuner, EveryRankPicksTheSame) {
+  const int n = 5;
+  std::mutex mu;
+  std::vector<std::vector<std::string>> picks(n);
+  testing::run_ranks(n, [&](Communicator& comm) {
+    install_bruck_leaning_tuner(comm);
+    std::vector<std::string> mine;
+    for (int ci = 0; ci < kCollectiveCount; ++ci)
+      for (size_t count : {size_t{1}, size_t{4096}, size_t{1} << 18}) {
+        const auto c = static_cast<Collective>(ci);
+        mine.emplace_back(comm.impl().choose(spec_of(c, n, count, comm.rank()), {}).name);
+      }
+    std::lock_guard lock(mu);
+    picks[static_cast<size_t>(comm.rank())] = mine;
+  });
+  for (int r = 1; r < n; ++r) EXPECT_EQ(picks[static_cast<size_t>(r)], picks[0]) << "rank " << r;
+}
+
+TEST(Tuner, InstalledByDefaultAndCollectivesStillCorrect) {
+  testing::run_ranks(3, [](Communicator& comm) {
+    std::vector<int32_t> in(3 * 5), out(3 * 5);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = comm.rank() * 100 + static_cast<int>(i);
+    // No algorithm named: the default tuner picks, and the result is right.
+    CallOptions none;
+    auto work = comm.impl().submit({Collective::alltoall, in.data(), out.data(), 5,
+                                    DataType::int32, ReduceOp::sum, 0, &none});
+    comm.impl().wait(*work);
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 5; ++k)
+        EXPECT_EQ(out[static_cast<size_t>(j * 5 + k)], j * 100 + comm.rank() * 5 + k);
+  });
+}
+
+TEST(TuningFile, RoundTripsAndMerges) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("chorus_tuning_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "tuning.json").string();
+  TuningTable a;
+  a.gamma = 2e-10;
+  a.links["shm"] = {"shm", 1.5e-6, 8e9};
+  write_tuning_file(path, a);
+  TuningTable b;
+  b.ports = 2;
+  b.links["tcp"] = {"tcp", 30e-6, 1.2e9};
+  write_tuning_file(path, b);  // keeps shm
+  const TuningTable got = read_tuning_file(path);
+  EXPECT_EQ(got.ports, 2);
+  EXPECT_DOUBLE_EQ(got.gamma, kDefaultGamma);
+  ASSERT_EQ(got.links.size(), 2u);
+  EXPECT_DOUBLE_EQ(got.links.at("shm").alpha, 1.5e-6);
+  EXPECT_DOUBLE_EQ(got.links.at("shm").beta, 8e9);
+  EXPECT_DOUBLE_EQ(got.links.at("tcp").alpha, 30e-6);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TuningFile, BadFilesAreClearErrors) {
+  EXPECT_THROW(read_tuning_file("/nonexistent/chorus/tuning.json"), Error);
+  for (const char* bad : {"{", "[]", R"({"format": "x", "version": 1, "links": {}})",
+                          R"({"format": "chorus-tuning", "version": 2, "links": {}})",
+                          R"({"format": "chorus-tuning", "version": 1})",
+                          R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1}}})",
+                          R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1, "beta_Bps": 0}}})",
+                          R"({"format": "chorus-tuning", "version": 1, "ports": 3, "links": {}})"}) {
+    try {
+      tuning_from_json(bad, "test file");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("test file"), std::string::npos);
+    }
+  }
+}
+
+TEST(Calibration, AllRanksAgree) {
+  const int n = 4;
+  std::mutex mu;
+  std::vector<LinkParams> got(n);
+  testing::run_ranks(n, [&](Communicator& comm) {
+    const LinkParams p = calibrate(comm, CalibrationOptions{8, 64 << 10, 4, 2});
+    std::lock_guard lock(mu);
+    got[static_cast<size_t>(comm.rank())] = p;
+  });
+  for (const LinkParams& p : got) {
+    EXPECT_EQ(p.name, "inproc");
+    EXPECT_GE(p.alpha, 0);
+    EXPECT_GT(p.beta, 0);
+    EXPECT_EQ(p.alpha, got[0].alpha);  // bitwise: agreed by allreduce(max)
+    EXPECT_EQ(p.beta, got[0].beta);
+  }
+}
+
+}  // namespace
+}  // namespace chorus
