@@ -1,21 +1,142 @@
 // chorus-perf: nccl-tests-style bandwidth and correctness sweep of chorus's
-// collectives. A thin main over src/perf (see perf.h for the flags); exits 0
-// when every element of every rank was right, 1 on wrong values or a failed
-// call, 2 on bad arguments.
+// collectives. A thin main over src/perf (see perf.h for the flags).
+//
+// Where the ranks come from:
+//   - under chorus-run, mpirun, srun or torchrun (their variables are set):
+//     this process is one rank, through init_from_env();
+//   - otherwise with --transport inproc: --ranks threads of this process;
+//   - otherwise: chorus-perf forks --ranks local processes itself, which meet
+//     through a FileStore in a private temporary directory (shm between them,
+//     or the transport --transport names).
+// Exit status: 0 when every element of every rank was right, 1 on wrong values
+// or a failed rank, 2 on bad arguments.
+#include "core/config.h"
 #include "perf/perf.h"
 
 #include <chorus/chorus.h>
+#include <chorus/init.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+namespace {
+
+using namespace chorus;
+
+perf::PerfHooks progress_hooks() {
+  perf::PerfHooks hooks;
+  // A progress line on stderr, only when someone watches it.
+  if (isatty(STDERR_FILENO) == 1)
+    hooks.progress = [](const std::string& line) {
+      std::fprintf(stderr, "\r\033[K[chorus-perf] %s", line.c_str());
+      std::fflush(stderr);
+    };
+  return hooks;
+}
+
+void clear_progress(const perf::PerfHooks& hooks) {
+  if (hooks.progress) std::fprintf(stderr, "\r\033[K");
+}
+
+int finish(const perf::PerfOptions& o, const perf::PerfReport& report) {
+  if (!o.json_file.empty()) {
+    std::ofstream json(o.json_file);
+    json << perf::to_json(o, report) << "\n";
+    if (!json) throw Error(ErrorCode::system, "chorus-perf: cannot write " + o.json_file);
+  }
+  return report.wrong == 0 ? 0 : 1;
+}
+
+// One rank of a multi-process run; rank 0 prints and writes the JSON.
+int run_rank(Communicator comm, const perf::PerfOptions& o) {
+  const perf::PerfHooks hooks = comm.rank() == 0 ? progress_hooks() : perf::PerfHooks{};
+  const perf::PerfReport report =
+      perf::run_perf(comm, o, comm.rank() == 0 ? &std::cout : nullptr, hooks);
+  clear_progress(hooks);
+  std::cout.flush();
+  return comm.rank() == 0 ? finish(o, report) : (report.wrong == 0 ? 0 : 1);
+}
+
+// A private directory for the FileStore, removed on scope exit (RAII).
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "chorus-perf-XXXXXX").string();
+    if (mkdtemp(templ.data()) == nullptr)
+      throw Error(ErrorCode::system, "chorus-perf: cannot create a temporary directory");
+    path = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Forks o.ranks processes; returns the worst exit status. When one rank fails,
+// the others get a grace period to report the peer failure, then SIGKILL.
+int run_local_processes(const perf::PerfOptions& o) {
+  constexpr auto kGrace = std::chrono::seconds(10);
+  TempDir dir;
+  std::cout.flush();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) throw Error(ErrorCode::system, "chorus-perf: fork failed");
+    if (pid == 0) {
+      int status = 1;
+      try {
+        InitOptions io;
+        io.rank = r;
+        io.world_size = o.ranks;
+        io.store = "file://" + dir.path.string();
+        if (o.transport != "auto") io.transport = o.transport;
+        status = run_rank(init(io), o);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "chorus-perf: rank %d: %s\n", r, e.what());
+        status = e.code() == ErrorCode::invalid_argument ? 2 : 1;
+      }
+      std::cout.flush();
+      std::fflush(nullptr);
+      _exit(status);  // no destructors of the parent's objects (the TempDir)
+    }
+    pids.push_back(pid);
+  }
+  int worst = 0;
+  size_t alive = pids.size();
+  // time_point::max(): no rank has failed yet.
+  auto kill_at = std::chrono::steady_clock::time_point::max();
+  while (alive > 0) {
+    int st = 0;
+    const pid_t done = waitpid(-1, &st, WNOHANG);
+    if (done > 0) {
+      --alive;
+      const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      if (code != 0 && worst == 0) kill_at = std::chrono::steady_clock::now() + kGrace;
+      worst = std::max(worst, code);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() >= kill_at) {
+      for (pid_t p : pids) kill(p, SIGKILL);
+      kill_at = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return worst;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace chorus;
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
     const perf::PerfOptions options = perf::parse_perf_args(args);
@@ -23,30 +144,27 @@ int main(int argc, char** argv) {
       std::cout << perf::perf_usage();
       return 0;
     }
-    if (options.transport != "inproc")
-      throw Error(ErrorCode::invalid_argument,
-                  "chorus-perf: --transport " + options.transport +
-                      ": this build runs ranks as threads of one process only (inproc)");
-    // A progress line on stderr, only when someone watches it.
-    const bool tty = isatty(STDERR_FILENO) == 1;
-    perf::PerfHooks hooks;
-    if (tty)
-      hooks.progress = [](const std::string& line) {
-        std::fprintf(stderr, "\r\033[K[chorus-perf] %s", line.c_str());
-        std::fflush(stderr);
-      };
+    if (launcher_env_present()) {
+      const BootstrapEnv env = read_bootstrap_env();
+      if (options.transport == "inproc")
+        throw Error(ErrorCode::invalid_argument,
+                    "chorus-perf: --transport inproc under a launcher: each process is one rank");
+      InitOptions io;
+      io.rank = env.rank;
+      io.world_size = env.world_size;
+      io.store = env.store;
+      if (options.transport != "auto") io.transport = options.transport;
+      return run_rank(init(io), options);
+    }
+    if (options.transport != "inproc") return run_local_processes(options);
+    const perf::PerfHooks hooks = progress_hooks();
     perf::PerfReport report;
     testing::run_ranks(options.ranks, [&](Communicator& comm) {
       perf::PerfReport r = perf::run_perf(comm, options, &std::cout, hooks);
       if (comm.rank() == 0) report = std::move(r);
     });
-    if (tty) std::fprintf(stderr, "\r\033[K");
-    if (!options.json_file.empty()) {
-      std::ofstream json(options.json_file);
-      json << perf::to_json(options, report) << "\n";
-      if (!json) throw Error(ErrorCode::system, "chorus-perf: cannot write " + options.json_file);
-    }
-    return report.wrong == 0 ? 0 : 1;
+    clear_progress(hooks);
+    return finish(options, report);
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return e.code() == ErrorCode::invalid_argument ? 2 : 1;

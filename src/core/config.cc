@@ -41,6 +41,14 @@ struct RankVars {
 
 }  // namespace
 
+bool launcher_env_present() {
+  for (const char* v : {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "RANK", "WORLD_SIZE",
+                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                        "SLURM_PROCID", "SLURM_NTASKS"})
+    if (env_var(v)) return true;
+  return false;
+}
+
 BootstrapEnv read_bootstrap_env() {
   BootstrapEnv env;
   // Launchers from the innermost to the outermost: launchers nest (mpirun or

@@ -71,6 +71,11 @@ struct BootstrapEnv {
 // without MASTER_PORT) throws Error(invalid_argument) naming the variable.
 BootstrapEnv read_bootstrap_env();
 
+// Whether any launcher's rank or size variable (those read_bootstrap_env
+// looks at) is set: tools that can also start ranks themselves use it to tell
+// "started by a launcher" from "started by hand".
+bool launcher_env_present();
+
 // Value of an environment variable, or nullopt when unset.
 std::optional<std::string> env_var(const char* name);
 

@@ -312,7 +312,8 @@ std::string perf_usage() {
   -a, --algo NAMES         auto (chorus chooses), all (every algorithm that
                            supports the case, one row each) or a comma list
       --ranks N            number of local ranks to start (default 2)
-      --transport T        inproc (ranks are threads of this process)
+      --transport T        auto (shm between local processes), shm, tcp, or
+                           inproc (ranks are threads of this one process)
       --json FILE          also write the rows as JSON
   -h, --help               this text
 size = the total buffer as nccl-tests counts it (allgather: the gathered
@@ -390,7 +391,8 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
       o.algorithms = split(v);
       if (o.algorithms.empty()) bad(a, v, "no algorithm");
     } else if (a == "--transport") {
-      if (v != "inproc" && v != "shm" && v != "tcp") bad(a, v, "not one of inproc, shm, tcp");
+      if (v != "auto" && v != "inproc" && v != "shm" && v != "tcp")
+        bad(a, v, "not one of auto, inproc, shm, tcp");
       o.transport = v;
     } else if (a == "--json") {
       o.json_file = v;
@@ -479,7 +481,7 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
   std::string names;
   for (Collective c : o.collectives) names += str_cat(names.empty() ? "" : ",", to_string(c));
   std::string s;
-  s += str_cat("# chorus-perf: ", names, " on ", rep.nranks, " ranks over ", o.transport,
+  s += str_cat("# chorus-perf: ", names, " on ", rep.nranks, " ranks over ", rep.transport,
                ", sizes ", o.min_bytes, "..", o.max_bytes, " B x", o.step_factor, ", ", o.iters,
                " iterations (", o.warmup, " warm-up), ", o.blocking ? "blocking" : "non-blocking",
                ", check ", o.check ? "on" : "off", "\n");
@@ -536,7 +538,8 @@ std::string format_footer(const PerfReport& rep) {
 std::string to_json(const PerfOptions& o, const PerfReport& rep) {
   nlohmann::json j;
   j["nranks"] = rep.nranks;
-  j["transport"] = o.transport;
+  j["transport"] = rep.transport;
+  j["transport_requested"] = o.transport;
   j["alpha_us"] = rep.link.alpha * 1e6;
   j["beta_GBps"] = rep.link.beta / 1e9;
   j["wrong"] = rep.wrong;
@@ -573,6 +576,7 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, std::ostream* out,
                     const PerfHooks& hooks) {
   PerfReport rep;
   rep.nranks = comm.size();
+  rep.transport = std::string(comm.impl().transport().name());
   const bool printer = comm.rank() == 0 && out != nullptr;
   const std::vector<RowPlan> plan = plan_rows(comm, o);
   rep.link = measure_link(comm);

@@ -37,9 +37,9 @@ struct PerfOptions {
   std::vector<std::string> algorithms{"auto"};     // -a: names, "all" or "auto"
   int ranks = 2;                                   // --ranks
   bool ranks_given = false;
-  std::string transport = "inproc";  // --transport
-  std::string json_file;             // --json
-  bool help = false;                 // -h
+  std::string transport = "auto";  // --transport
+  std::string json_file;           // --json
+  bool help = false;               // -h
   // Test hook (hidden flag --corrupt-one): after each checked call, the last
   // rank flips one output element before counting, so #wrong must say 1.
   bool corrupt_one = false;
@@ -93,6 +93,7 @@ struct PerfRow {
 
 struct PerfReport {
   LinkEstimate link;
+  std::string transport;  // the communicator's transport, as it names itself
   int nranks = 1;
   std::vector<PerfRow> rows;
   size_t wrong = 0;
