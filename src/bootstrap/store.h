@@ -11,6 +11,8 @@
 
 #include "transport/transport.h"
 
+#include <chorus/error.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>

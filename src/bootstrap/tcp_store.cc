@@ -241,7 +241,7 @@ std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const
   if (!fd_.valid()) fail(ErrorCode::peer_failure, where_, ": connection to the server was lost");
   const auto now = Clock::now();
   const auto timeout_ms = deadline > now
-      ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()
+      ? std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count()
       : 0;
   std::vector<uint8_t> msg(kRequestHeader + key.size() + value_bytes);
   put_u32(msg.data(), kStoreMagic);

@@ -699,6 +699,14 @@ class TcpTransport final : public Transport {
 
 void TcpTransport::connect(Store& store) {
   const Deadline deadline = options_.deadline;
+  // Store errors name the key; say also which rank waited and for whom.
+  const auto get = [&](const std::string& key, const std::string& what) {
+    try {
+      return store.get(key, deadline);
+    } catch (const Error& e) {
+      fail(e.code(), where(), "set-up: waiting for ", what, ": ", e.what());
+    }
+  };
   listen_ = listen_on(resolve("0.0.0.0", 0, "tcp"), str_cat(where(), "listen"));
   const uint16_t port = local_port(listen_.get());
   const std::string address = options_.address.empty() ? "127.0.0.1" : options_.address;
@@ -708,7 +716,7 @@ void TcpTransport::connect(Store& store) {
     token = random_token();
     store.set("tcp/token", std::vector<uint8_t>(token.begin(), token.end()));
   } else {
-    const auto t = store.get("tcp/token", deadline);
+    const auto t = get("tcp/token", "the job token from rank 0");
     if (t.size() != kTokenBytes)
       fail(ErrorCode::mismatch, where(), "job token in the store has ", t.size(), " bytes, not ",
            kTokenBytes);
@@ -732,7 +740,7 @@ void TcpTransport::connect(Store& store) {
   // listen backlog even before it accepts, so this cannot deadlock.
   for (int p = 0; p < rank_; ++p) {
     if (!wanted(p)) continue;
-    const auto a = store.get(str_cat("tcp/addr/", p), deadline);
+    const auto a = get(str_cat("tcp/addr/", p), str_cat("the address of peer ", p));
     const std::string text(a.begin(), a.end());
     const size_t nl1 = text.find('\n');
     const size_t nl2 = nl1 == std::string::npos ? nl1 : text.find('\n', nl1 + 1);
