@@ -95,17 +95,20 @@ int run_kill_mode() {
   const int n = comm.size();
   const int victim = n - 1;
   std::vector<float> v(size_t{1} << 20, 1.0f);
-  for (int round = 0; round < 3; ++round)
-    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
-  if (comm.rank() == victim) {
-    Work w = comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
-    w.done();  // put some of it on the wire, then die mid-collective
-    ::raise(SIGKILL);
-  }
-  const auto start = std::chrono::steady_clock::now();
+  // The victim dies after its fourth call is under way; a survivor may learn
+  // of it in any call from its third on (the victim finishes its part of a
+  // call before the others finish theirs), so every call is timed.
+  auto start = std::chrono::steady_clock::now();
   try {
-    for (int round = 0; round < 1000; ++round)
+    for (int round = 0; round < 1000; ++round) {
+      start = std::chrono::steady_clock::now();
+      if (comm.rank() == victim && round == 3) {
+        Work w = comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+        w.done();  // put some of it on the wire, then die mid-collective
+        ::raise(SIGKILL);
+      }
       comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+    }
     std::printf("rank %d: no error although rank %d was killed\n", comm.rank(), victim);
     return 1;
   } catch (const Error& e) {

@@ -298,6 +298,7 @@ class TcpTransport final : public Transport {
     if (peer < 0 || peer >= size_ || peer == rank_ || !peers_[static_cast<size_t>(peer)].connected)
       fail(ErrorCode::internal, where(), "cannot ", what, " peer ", peer, " (not connected)");
     if (aborted_) fail(ErrorCode::aborted, where(), "transport was aborted");
+    if (failure_) throw *failure_;  // the first failure says most
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (p.streams_closed == p.streams.size())
       fail(ErrorCode::peer_failure, where(), "peer ", peer,
