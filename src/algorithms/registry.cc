@@ -5,8 +5,16 @@
 
 #include "algorithms/alltoall.h"
 #include "algorithms/barrier.h"
+#include "algorithms/bidir_ring.h"
 #include "algorithms/binomial.h"
+#include "algorithms/bruck.h"
+#include "algorithms/double_binary_tree.h"
+#include "algorithms/halving_doubling.h"
+#include "algorithms/pipelined_chain.h"
+#include "algorithms/recursive_doubling.h"
+#include "algorithms/reduce_broadcast.h"
 #include "algorithms/ring.h"
+#include "algorithms/scatter_allgather.h"
 #include "core/check.h"
 
 #include <array>
@@ -32,6 +40,35 @@ const Algorithm kAlgorithms[] = {
      pairwise_alltoall},
     {C::alltoall, "bruck", "ceil(log2 N) steps of packed blocks (small blocks)",
      alltoall_supports, bruck_alltoall},
+    // Bidirectional ring (2-port): both neighbours every step.
+    {C::allreduce, "bidir_ring", "ReduceScatter + AllGather, chunks going both ways round",
+     bidir_ring_supports, bidir_ring_allreduce},
+    {C::allgather, "bidir_ring", "floor(N/2) steps passing blocks both ways round the ring",
+     bidir_ring_supports, bidir_ring_allgather},
+    {C::reduce_scatter, "bidir_ring", "floor(N/2) steps, partial sums meeting from both sides",
+     bidir_ring_supports, bidir_ring_reduce_scatter},
+    // Recursive halving / doubling, with the non-power-of-two fold.
+    {C::allreduce, "halving_doubling", "Rabenseifner: recursive halving + recursive doubling",
+     halving_doubling_supports, halving_doubling_allreduce},
+    {C::reduce_scatter, "recursive_halving", "log2 N steps halving the data held",
+     halving_doubling_supports, recursive_halving_reduce_scatter},
+    {C::allreduce, "recursive_doubling", "log2 N steps exchanging the whole vector",
+     recursive_doubling_allreduce_supports, recursive_doubling_allreduce},
+    {C::allgather, "recursive_doubling", "log2 N steps doubling the blocks held (N = 2^k)",
+     recursive_doubling_allgather_supports, recursive_doubling_allgather},
+    {C::allgather, "bruck", "ceil(log2 N) steps for any N, rotated gather",
+     bruck_allgather_supports, bruck_allgather},
+    // Trees and chains.
+    {C::allreduce, "double_binary_tree", "two complementary trees, pipelined halves",
+     double_binary_tree_supports, double_binary_tree_allreduce},
+    {C::allreduce, "reduce_broadcast", "binomial Reduce to rank 0 + binomial Broadcast",
+     reduce_broadcast_supports, reduce_broadcast_allreduce},
+    {C::broadcast, "pipelined_chain", "segments down the chain from the root",
+     pipelined_chain_supports, pipelined_chain_broadcast},
+    {C::reduce, "pipelined_chain", "segments folded along the chain to the root",
+     pipelined_chain_supports, pipelined_chain_reduce},
+    {C::broadcast, "scatter_allgather", "binomial scatter + ring AllGather",
+     scatter_allgather_supports, scatter_allgather_broadcast},
 };
 
 }  // namespace

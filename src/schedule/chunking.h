@@ -40,3 +40,13 @@ size_t segment_elements(size_t segment_bytes, size_t elem_size, size_t default_b
 Chunk sub_block(Chunk chunk, size_t parts, size_t i);
 
 }  // namespace chorus
+
+namespace chorus {
+
+// Pipelining segment of the segmented algorithms (trees, chains) when the call
+// names none: large enough that the per-message cost alpha is small against
+// the segment's transfer time on shared memory and TCP, small enough that a
+// pipeline of a few MiB has tens of segments in flight.
+inline constexpr size_t kDefaultSegmentBytes = size_t{64} * 1024;
+
+}  // namespace chorus

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace chorus {
@@ -62,6 +63,71 @@ BinomialNode binomial_node(int rank, int root, int n) {
   for (int k = limit >> 1; k >= 1; k >>= 1)
     if (v + k < n) node.children.push_back(ring_add(v + k, root, n));
   return node;
+}
+
+}  // namespace chorus
+
+namespace chorus {
+
+int fold_block_begin(const Fold& f, int c) {
+  CHORUS_CHECK(c >= 0 && c <= f.core);
+  return c < f.extra ? 2 * c : c + f.extra;
+}
+
+int binomial_subtree_size(int v, int n) {
+  CHORUS_CHECK(n >= 1 && v >= 0 && v < n);
+  if (v == 0) return n;
+  return std::min(v & -v, n - v);
+}
+
+namespace {
+
+// Tree 0 on 1-based positions (see rank_math.h): parent, children, height.
+TreeNode inorder_position_node(int p, int n) {
+  TreeNode node;
+  const int low = p & -p;
+  node.height = std::countr_zero(static_cast<unsigned>(p));
+  if (low != floor_pow2(n)) {
+    // Flip the bit above `low`: the parent is the nearer node one level up.
+    int up = (p & (low << 1)) ? p - low : p + low;
+    // Past the end: p hangs off the cut right edge of p - low.
+    if (up > n) up = p - low;
+    node.parent = up;
+  }
+  if (low > 1) {
+    node.children.push_back(p - low / 2);  // the left subtree is always complete
+    int off = low / 2;
+    while (off >= 1 && p + off > n) off /= 2;
+    if (off >= 1) node.children.push_back(p + off);
+  }
+  return node;
+}
+
+}  // namespace
+
+TreeNode inorder_tree_node(int rank, int n) {
+  CHORUS_CHECK(n >= 1 && rank >= 0 && rank < n);
+  TreeNode node = inorder_position_node(rank + 1, n);
+  // Positions back to ranks.
+  if (node.parent > 0) node.parent -= 1;
+  for (int& c : node.children) c -= 1;
+  return node;
+}
+
+TreeNode double_tree_node(int tree, int rank, int n) {
+  CHORUS_CHECK(tree == 0 || tree == 1);
+  if (tree == 0) return inorder_tree_node(rank, n);
+  // Tree 1: rank x plays rank x - 1 of tree 0; relabel the answer by +1.
+  TreeNode node = inorder_tree_node(ring_add(rank, -1, n), n);
+  if (node.parent >= 0) node.parent = ring_add(node.parent, 1, n);
+  for (int& c : node.children) c = ring_add(c, 1, n);
+  return node;
+}
+
+int double_tree_root(int tree, int n) {
+  CHORUS_CHECK(tree == 0 || tree == 1);
+  const int root0 = floor_pow2(n) - 1;
+  return tree == 0 ? root0 : ring_add(root0, 1, n);
 }
 
 }  // namespace chorus

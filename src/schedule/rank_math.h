@@ -56,3 +56,65 @@ struct BinomialNode {
 BinomialNode binomial_node(int rank, int root, int n);
 
 }  // namespace chorus
+
+namespace chorus {
+
+// First rank whose block core index c answers for after the fold, with
+// c == f.core giving N: core c < r holds the blocks of ranks 2c (its extra)
+// and 2c + 1 (itself), core c >= r the block of rank c + r. So the blocks of
+// core indices [lo, hi) are the rank blocks [fold_block_begin(lo),
+// fold_block_begin(hi)), contiguous and in rank order.
+//   N = 6, P = 4, r = 2:  core 0 -> ranks [0,2)  core 1 -> [2,4)
+//                         core 2 -> [4,5)        core 3 -> [5,6)
+int fold_block_begin(const Fold& f, int c);
+
+// Number of ranks in the binomial subtree of relative rank v (v = (rank - root)
+// mod n, see binomial_node): relative ranks [v, v + size) with size the lowest
+// set bit of v, cut at n; the root's subtree is all n ranks.
+int binomial_subtree_size(int v, int n);
+
+// Binary trees for the double binary tree (two complementary trees).
+//
+// Tree 0 is the in-order binary tree over positions p = rank + 1 in 1..n. A
+// position p whose lowest set bit is L = 2^h sits at height h: odd positions
+// are leaves, the root is the largest power of two <= n. The children of p
+// are p - L/2 and p + L/2; when p + L/2 is past n the right child is p + L/4,
+// p + L/8, ... (the first one that exists), so that the right edge of the
+// tree shrinks instead of losing ranks. The parent of p flips the bit above
+// L: p + L when bit 2L of p is clear, p - L when it is set; when p + L is past
+// n the parent is p - L instead (the node whose cut right edge led to p).
+//
+//   n = 7, tree 0 (rank = position - 1):
+//              4
+//           /     \    (positions)
+//          2       6
+//         / \     / \.
+//        1   3   5   7
+//   n = 6: 4 -> {2, 6}, 6 -> {5} (its right child 7 is past n)
+//
+// Every non-root node's height is below its parent's, so the tree has at
+// most floor(log2 n) + 1 levels. Interior nodes are the even positions, the
+// odd ranks; leaves are the odd positions, the even ranks.
+//
+// Tree 1 is tree 0 shifted by one rank: rank x of tree 1 plays the part of
+// rank x - 1 (mod n) of tree 0, so its interior nodes are the ranks x with
+// x - 1 (mod n) odd: for even n the even ranks, for odd n the even ranks
+// 2..n-1. No rank is interior in both trees: a rank interior in one is a leaf
+// in the other (for odd n, rank 0 is a leaf in both).
+//
+//   n = 8:  tree 0 root rank 7      tree 1 root rank 0
+//           interior 1 3 5 7        interior 0 2 4 6
+//           leaves   0 2 4 6        leaves   1 3 5 7
+struct TreeNode {
+  int parent = -1;            // -1 at the root
+  std::vector<int> children;  // at most two, left (lower position) first
+  int height = 0;             // 0 at a leaf; strictly below the parent's height
+};
+// Node of `rank` in tree 0 (the in-order tree) over n ranks.
+TreeNode inorder_tree_node(int rank, int n);
+// Node of `rank` in tree `tree` (0 or 1) of the double binary tree.
+TreeNode double_tree_node(int tree, int rank, int n);
+// Root rank of tree `tree` of the double binary tree.
+int double_tree_root(int tree, int n);
+
+}  // namespace chorus

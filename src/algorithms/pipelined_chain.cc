@@ -1,0 +1,110 @@
+// Pipelined chain Broadcast and Reduce.
+//
+// The ranks form a chain in ring order from the root: position i = (rank -
+// root) mod N. The vector is cut into S segments (spec.segment_bytes,
+// kDefaultSegmentBytes by default).
+// Broadcast: segment s leaves position i for i+1 at time s + i; each
+// position forwards a segment as soon as it has it.
+// Reduce: the chain runs the other way. Position N-1 sends its input
+// segment; position i folds segment s arriving from i+1 into its own and
+// sends the partial sum to i-1 at time s + (N-1-i); the root folds the last
+// one into its output.
+//
+//   N = 4, root 0, Broadcast of 3 segments:
+//     time 0: 0 -s0-> 1
+//     time 1: 0 -s1-> 1 -s0-> 2
+//     time 2: 0 -s2-> 1 -s1-> 2 -s0-> 3
+//     time 3:         1 -s2-> 2 -s1-> 3
+//     time 4:                 2 -s2-> 3
+//
+//   steps:          N - 2 + S
+//   messages:       S sent per rank (none at the chain's end), S received
+//                   (none at its start)
+//   bytes per rank: M sent, M received
+//   cost:           (N - 2 + S) (alpha + m/beta) for segments of m = M/S
+//                   bytes, ~ (N-1) alpha + M/beta for S >> N; Reduce adds
+//                   (N - 2 + S) m gamma
+//   scratch:        Reduce off the root: M for the partial sums (the output
+//                   of a non-root rank is not written)
+//
+// Broadcast never reads the input of a non-root rank; Reduce never writes the
+// output of a non-root rank.
+//
+// Constraints: none (any N >= 1, any count >= 0, any root).
+#include "algorithms/pipelined_chain.h"
+
+#include "schedule/chunking.h"
+#include "schedule/rank_math.h"
+
+namespace chorus {
+namespace {
+using B = ProgramBuilder;
+
+size_t segment_length(const CollectiveSpec& spec) {
+  return segment_elements(spec.segment_bytes, spec.elem_size, kDefaultSegmentBytes);
+}
+}  // namespace
+
+Support pipelined_chain_supports(const CollectiveSpec& spec) { return check_common(spec); }
+
+Program pipelined_chain_broadcast(const CollectiveSpec& spec) {
+  const int n = spec.nranks;
+  const int r = spec.rank;
+  ProgramBuilder b(buffer_counts(spec));
+  const int pos = ring_add(r, -spec.root, n);
+  const std::vector<Chunk> segs = segments({0, spec.count}, segment_length(spec));
+  const int next = pos < n - 1 ? ring_add(r, 1, n) : -1;
+  const int prev = pos > 0 ? ring_add(r, -1, n) : -1;
+  if (pos == 0) {
+    // The root: its own output (a no-op in place), and every segment down
+    // the chain straight from the input.
+    b.copy(B::input(0, spec.count), B::output(0, spec.count));
+    if (next >= 0)
+      for (size_t s = 0; s < segs.size(); ++s)
+        b.send(next, B::input(segs[s].offset, segs[s].count), {}, static_cast<uint32_t>(s));
+    return std::move(b).finish();
+  }
+  // Every other position: receive a segment, pass it on.
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const Region seg = B::output(segs[s].offset, segs[s].count);
+    const auto time = static_cast<uint32_t>(s) + static_cast<uint32_t>(pos);
+    const OpIndex got = b.recv(prev, seg, {}, time - 1);
+    if (next >= 0) b.send(next, seg, {got}, time);
+  }
+  return std::move(b).finish();
+}
+
+Program pipelined_chain_reduce(const CollectiveSpec& spec) {
+  const int n = spec.nranks;
+  const int r = spec.rank;
+  ProgramBuilder b(buffer_counts(spec));
+  if (n == 1) {
+    b.copy(B::input(0, spec.count), B::output(0, spec.count));
+    return std::move(b).finish();
+  }
+  const int pos = ring_add(r, -spec.root, n);
+  const std::vector<Chunk> segs = segments({0, spec.count}, segment_length(spec));
+  const int upstream = pos < n - 1 ? ring_add(r, 1, n) : -1;  // sends to us
+  const int downstream = pos > 0 ? ring_add(r, -1, n) : -1;   // towards the root
+  // Partial sums: the output at the root (in place the fold reads and writes
+  // the same memory), scratch elsewhere. The chain's end folds nothing.
+  const bool folds = upstream >= 0;
+  const size_t acc_at = pos > 0 && folds ? b.alloc_scratch(spec.count) : 0;
+  auto acc = [&](Chunk c) {
+    return pos == 0 ? B::output(c.offset, c.count) : B::scratch(acc_at + c.offset, c.count);
+  };
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const Chunk c = segs[s];
+    const Region own = B::input(c.offset, c.count);
+    const auto time = static_cast<uint32_t>(s) + static_cast<uint32_t>(n - 1 - pos);
+    if (!folds) {
+      b.send(downstream, own, {}, time);
+      continue;
+    }
+    const OpIndex folded = b.recv_reduce(upstream, own, acc(c), {}, time - 1);
+    if (downstream >= 0) b.send(downstream, acc(c), {folded}, time);
+  }
+  return std::move(b).finish();
+}
+
+}  // namespace chorus
