@@ -5,6 +5,7 @@
 #include "model/cost_model.h"
 
 #include "core/check.h"
+#include "schedule/chunking.h"
 #include "schedule/rank_math.h"
 
 #include <algorithm>
@@ -112,6 +113,140 @@ Prediction pairwise_alltoall_time(int n, double m, const CostParams& p) {
   return Prediction::time((n - 1) * (p.alpha + m / n / p.beta));
 }
 
+// --- bidirectional ring (bidir_ring.cc), 2 ports -------------------------------
+// a = floor(N/2) steps per phase; in each, one chunk (M/N) goes each way
+// round, on separate ports, and the two directions never wait for each
+// other's ports: a step costs alpha + (M/N)/beta (+ gamma M/N). In the last
+// ReduceScatter step the two partial sums of a chunk meet at its owner, which
+// folds them one after the other: one gamma M/N more (for N >= 3, where both
+// directions exist).
+double bidir_folds(int n) { return n / 2 + (n >= 3 ? 1 : 0); }
+
+Prediction bidir_allreduce_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const double a = n / 2;
+  const double c = m / n;
+  return Prediction::time(2 * a * (p.alpha + c / p.beta) + bidir_folds(n) * c * p.gamma);
+}
+
+Prediction bidir_allgather_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  return Prediction::time((n / 2) * (p.alpha + m / n / p.beta));
+}
+
+Prediction bidir_reduce_scatter_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const double c = m / n;
+  return Prediction::time((n / 2) * (p.alpha + c / p.beta) + bidir_folds(n) * c * p.gamma);
+}
+
+// --- power-of-two cores (halving_doubling.cc, recursive_doubling.cc) ----------
+// For N = 2^k every step is one exchange between partners that waits for the
+// previous step on both sides, so steps add up. For other N the r = N - P
+// extras fold into their partners first and are served last; the fold's
+// messages meet the first core step at the same receive ports, and the
+// overlap makes the exact time a max over paths that depends on alpha, beta
+// and gamma together: the simulator gives it, no closed form is claimed.
+
+// Halving: step j exchanges M/2^(j+1) and reduces it; doubling: the same
+// sizes backwards. Sums of the halves: (P-1)/P M each way.
+Prediction halving_doubling_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const int pc = floor_pow2(n);
+  const double k = floor_log2(pc);
+  const double frac = static_cast<double>(pc - 1) / pc;
+  if (!is_pow2(n))
+    return Prediction::none(str_cat(
+        "halving_doubling has a closed form for power-of-two N only: with N = ", n,
+        " the fold (2 alpha + 2 M/beta + M gamma, the seed's estimate) overlaps the first "
+        "halving step at the folded ranks' receive ports, by an amount that depends on all "
+        "three parameters"));
+  return Prediction::time(2 * k * p.alpha + 2 * frac * m / p.beta + frac * m * p.gamma);
+}
+
+// ReduceScatter by halving alone: k steps, (P-1)/P M moved and reduced; the
+// fold sends M in and the extra's own block (M/N) back out.
+Prediction recursive_halving_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const int pc = floor_pow2(n);
+  const double k = floor_log2(pc);
+  const double frac = static_cast<double>(pc - 1) / pc;
+  if (!is_pow2(n))
+    return Prediction::none(str_cat(
+        "recursive_halving has a closed form for power-of-two N only: with N = ", n,
+        " a core rank with an extra answers for two blocks, so halves are uneven"));
+  return Prediction::time(k * p.alpha + frac * m / p.beta + frac * m * p.gamma);
+}
+
+// Every step exchanges all of M and reduces it.
+Prediction recursive_doubling_allreduce_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  if (!is_pow2(n))
+    return Prediction::none(str_cat(
+        "recursive_doubling allreduce has a closed form for power-of-two N only: with N = ", n,
+        " the core partners of folded ranks send before the fold ends, which hides part of it"));
+  return Prediction::time(floor_log2(n) * (p.alpha + m / p.beta + m * p.gamma));
+}
+
+// N = 2^k: step j exchanges 2^j blocks of M/N.
+Prediction recursive_doubling_allgather_time(int n, double m, const CostParams& p) {
+  if (!is_pow2(n)) return Prediction::none("recursive_doubling allgather needs N = 2^k");
+  return Prediction::time(floor_log2(n) * p.alpha + (n - 1) * m / n / p.beta);
+}
+
+// Bruck: step k sends min(2^k, N - 2^k) blocks; they add up to N-1 blocks.
+Prediction bruck_allgather_time(int n, double m, const CostParams& p) {
+  return Prediction::time(log2_ceil(n) * p.alpha + (n - 1) * m / n / p.beta);
+}
+
+// --- reduce + broadcast (reduce_broadcast.cc) ----------------------------------
+// The binomial Reduce to rank 0, then the binomial Broadcast from it.
+Prediction reduce_broadcast_time(int n, double m, const CostParams& p) {
+  const Prediction r = binomial_reduce_time(n, m, p);
+  if (!r.ok) return r;
+  return Prediction::time(r.seconds + binomial_broadcast_time(n, m, p).seconds);
+}
+
+// --- pipelined chain (pipelined_chain.cc) --------------------------------------
+// Segments of s_i bytes (all of the segment size but the last, which may be
+// shorter), g_i = s_i/beta. Position j (0 = root) has segment i at
+//   t(j, i) = max(t(j-1, i) + alpha, t(j, i-1)) + g_i,   t(0, i) = 0
+// (the link into j is busy with segment i-1 until t(j, i-1)). Unrolled, t is
+// the heaviest monotone path through the (position, segment) grid: every
+// position step adds alpha, every cell g_i. The heaviest path takes all its
+// position steps at a full segment, so at the chain's end, with g = s_max/beta:
+//   T = (N-1) alpha + M/beta + (N-2) g
+// = (N-1) alpha + (N+S-2) s/beta for S equal segments of s bytes. Reduce
+// folds each segment (gamma s_i) before passing it on; with S equal segments
+// that adds (N-1) gamma s.
+// The seed-style count of (N-2+S) steps of alpha + s/beta charges alpha per
+// step; here alpha is latency and overlaps with the next segment's transfer.
+struct Segments {
+  double count, max, last;
+};
+Segments segments_of(double m, const CostParams& p) {
+  const double seg = static_cast<double>(p.segment_bytes ? p.segment_bytes : kDefaultSegmentBytes);
+  const double count = std::max(1.0, std::ceil(m / seg));
+  return {count, std::min(seg, m), m - (count - 1) * seg};
+}
+
+Prediction chain_broadcast_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const Segments sg = segments_of(m, p);
+  return Prediction::time((n - 1) * p.alpha + m / p.beta + (n - 2) * sg.max / p.beta);
+}
+
+Prediction chain_reduce_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  const Segments sg = segments_of(m, p);
+  if (sg.last != sg.max)
+    return Prediction::none(
+        "pipelined_chain reduce has a closed form for equal segments only (M a multiple of "
+        "the segment, or M below it): a short last segment changes which path is heaviest");
+  return Prediction::time((n - 1) * p.alpha + m / p.beta + (n - 2) * sg.max / p.beta +
+                          (n - 1) * p.gamma * sg.max);
+}
+
 constexpr std::string_view kRingAr = "2(N-1) alpha + 2 (N-1)/N M/beta + (N-1)/N M gamma";
 constexpr std::string_view kRingAg = "(N-1) alpha + (N-1)/N M/beta";
 constexpr std::string_view kRingRs = "(N-1) alpha + (N-1)/N M/beta + (N-1)/N M gamma";
@@ -127,6 +262,27 @@ const Formula kFormulas[] = {
     {C::reduce, "binomial", binomial_reduce_time, 0, "switch", kBinRd},
     {C::barrier, "dissemination", dissemination_time, 0, "switch", "ceil(log2 N) alpha"},
     {C::alltoall, "pairwise", pairwise_alltoall_time, 0, "switch", kRingAg},
+    {C::allreduce, "bidir_ring", bidir_allreduce_time, 2, "switch ring",
+     "2 floor(N/2) (alpha + M/(N beta)) + (floor(N/2) + 1) M/N gamma"},
+    {C::allgather, "bidir_ring", bidir_allgather_time, 2, "switch ring",
+     "floor(N/2) (alpha + M/(N beta))"},
+    {C::reduce_scatter, "bidir_ring", bidir_reduce_scatter_time, 2, "switch ring",
+     "floor(N/2) (alpha + M/(N beta)) + (floor(N/2) + 1) M/N gamma"},
+    {C::allreduce, "halving_doubling", halving_doubling_time, 0, "switch hypercube",
+     "2 log2 N alpha + 2 (N-1)/N M/beta + (N-1)/N M gamma, N = 2^k"},
+    {C::reduce_scatter, "recursive_halving", recursive_halving_time, 0, "switch hypercube",
+     "log2 N alpha + (N-1)/N M (1/beta + gamma), N = 2^k"},
+    {C::allreduce, "recursive_doubling", recursive_doubling_allreduce_time, 0, "switch hypercube",
+     "log2 N (alpha + M/beta + M gamma), N = 2^k"},
+    {C::allgather, "recursive_doubling", recursive_doubling_allgather_time, 0, "switch hypercube",
+     "log2 N alpha + (N-1)/N M/beta, N = 2^k"},
+    {C::allgather, "bruck", bruck_allgather_time, 0, "switch", "ceil(log2 N) alpha + (N-1)/N M/beta"},
+    {C::allreduce, "reduce_broadcast", reduce_broadcast_time, 0, "switch",
+     "binomial reduce + binomial broadcast (N = 2^k: log2 N (2 alpha + 2 M/beta + M gamma))"},
+    {C::broadcast, "pipelined_chain", chain_broadcast_time, 1, "switch ring",
+     "(N-1) alpha + M/beta + (N-2) s/beta, segments of s bytes"},
+    {C::reduce, "pipelined_chain", chain_reduce_time, 1, "switch ring",
+     "(N-1) (alpha + gamma s) + M/beta + (N-2) s/beta, S equal segments of s bytes"},
 };
 
 }  // namespace

@@ -47,6 +47,9 @@ struct CostParams {
   double beta = 1;   // B/s per port and direction
   double gamma = 0;  // s per reduced byte
   int ports = 1;     // send ports per rank (and receive ports): 1 or 2
+  // Pipelining segment of segmented algorithms (chains, trees), in bytes;
+  // 0 means their default (schedule/chunking.h: kDefaultSegmentBytes).
+  size_t segment_bytes = 0;
 };
 
 // The model's M for a call (see above), in bytes.

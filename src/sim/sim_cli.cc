@@ -218,7 +218,7 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
       for (const Row& r : rows)
         j.push_back({{"collective", a.collective},
                      {"ranks", a.ranks},
-                     {"bytes", r.bytes},
+                     {"bytes", static_cast<uint64_t>(r.bytes)},
                      {"algo", r.algo},
                      {"topology", topo->name()},
                      {"ports", a.ports},

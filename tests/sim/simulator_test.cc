@@ -269,6 +269,7 @@ TEST(ClosedForms, SimulatorMatchesEveryFormula) {
   const size_t es = 4;
   size_t checked = 0;
   for (const Formula& f : formulas()) {
+    const size_t checked_before = checked;
     const Algorithm* algo = find_algorithm(f.collective, f.algorithm);
     ASSERT_NE(algo, nullptr) << "formula for unknown algorithm " << f.algorithm;
     std::vector<std::string> topologies;
@@ -287,6 +288,9 @@ TEST(ClosedForms, SimulatorMatchesEveryFormula) {
           if (!algo->supports(spec)) continue;
           const auto programs = build_all(*algo, spec);
           for (const std::string& tn : topologies) {
+            // Hypercube routes match the halving and doubling partners only
+            // when N is a power of two.
+            if (tn == "hypercube" && (n & (n - 1)) != 0) continue;
             for (const Params& pr : params) {
               const LinkParams link{"link", pr.alpha, pr.beta};
               auto t = make_topology(tn, n, link, link);
@@ -308,6 +312,8 @@ TEST(ClosedForms, SimulatorMatchesEveryFormula) {
         }
       }
     }
+    EXPECT_GT(checked, checked_before + 50)
+        << to_string(f.collective) << "(" << f.algorithm << ") was hardly ever compared";
   }
   EXPECT_GT(checked, 1000u);
 }

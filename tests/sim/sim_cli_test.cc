@@ -1,0 +1,98 @@
+// chorus-sim command line: the table, crossovers, JSON rows, and clear errors
+// with a non-zero exit status on bad input.
+#include "sim/sim_cli.h"
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace chorus {
+namespace {
+
+struct CliRun {
+  int rc;
+  std::string out, err;
+};
+
+CliRun cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "chorus-sim");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int rc = sim_cli_main(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {rc, out.str(), err.str()};
+}
+
+TEST(SimCli, TableMarksTheFastestAndListsCrossovers) {
+  const CliRun r = cli({"alltoall", "--ranks", "16", "-b", "64", "-e", "16M", "-f", "16", "--alpha",
+                     "2us", "--beta", "25GB/s"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("pairwise"), std::string::npos);
+  EXPECT_NE(r.out.find("bruck"), std::string::npos);
+  // Bruck wins small blocks (log steps), pairwise large ones (bytes once).
+  EXPECT_NE(r.out.find("crossovers: bruck -> pairwise at"), std::string::npos) << r.out;
+  size_t marks = 0;
+  for (size_t p = r.out.find("  *"); p != std::string::npos; p = r.out.find("  *", p + 1)) ++marks;
+  EXPECT_EQ(marks, 5u) << r.out;  // one per size: 64, 1K, 16K, 256K, 4M
+}
+
+TEST(SimCli, JsonRowsHaveEveryKey) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("chorus_sim_cli_" + std::to_string(::getpid()) + ".json");
+  const CliRun r = cli({"allreduce", "--ranks", "8", "--bytes", "1M", "--alpha", "2us", "--beta",
+                     "25GB/s", "--gamma", "0.1ns", "--algo", "ring", "--json", path.string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 1u);
+  for (const char* k : {"collective", "ranks", "bytes", "algo", "topology", "ports", "alpha_s",
+                        "beta_Bps", "gamma_s_per_B", "time_s", "formula_s", "bound_s"})
+    EXPECT_TRUE(j[0].contains(k)) << k;
+  EXPECT_EQ(j[0]["bytes"], 1 << 20);
+  EXPECT_EQ(j[0]["algo"], "ring");
+  EXPECT_DOUBLE_EQ(j[0]["alpha_s"].get<double>(), 2e-6);
+  EXPECT_DOUBLE_EQ(j[0]["beta_Bps"].get<double>(), 25e9);
+  EXPECT_NEAR(j[0]["time_s"].get<double>(), j[0]["formula_s"].get<double>(),
+              1e-9 * j[0]["time_s"].get<double>());
+  std::filesystem::remove(path);
+}
+
+TEST(SimCli, BadInputIsAClearErrorAndNonZeroExit) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {{"allreduce", "--ranks", "8", "--alpha", "2xs", "--beta", "1GB/s"}, "unknown time unit"},
+      {{"allreduce", "--ranks", "8", "--alpha", "2us", "--beta", "1GiB/s"}, "bandwidth unit"},
+      {{"allreduce", "--ranks", "8", "--alpha", "2us", "--beta", "1GB/s", "--bytes", "4Q"},
+       "size suffix"},
+      {{"allreduce", "--ranks", "8", "--alpha", "2us", "--beta", "1GB/s", "--algo", "nope"},
+       "known: ring"},
+      {{"allscatter", "--ranks", "8", "--alpha", "2us", "--beta", "1GB/s"}, "unknown collective"},
+      {{"allreduce", "--alpha", "2us", "--beta", "1GB/s"}, "--ranks"},
+      {{"allreduce", "--ranks", "0", "--alpha", "2us", "--beta", "1GB/s"}, "--ranks must be"},
+      {{"allreduce", "--ranks", "4", "--alpha", "2us", "--beta", "1GB/s", "--ports", "3"},
+       "--ports"},
+      {{"allreduce", "--ranks", "4", "--alpha", "2us", "--beta", "1GB/s", "--topology", "mesh"},
+       "unknown topology"},
+      {{"allreduce", "--ranks", "4", "--alpha", "2us", "--beta", "1GB/s", "-b", "1M", "-e", "4K"},
+       "larger than"},
+      {{"allreduce", "--ranks", "4", "--alpha", "2us", "--beta", "1GB/s", "--bytes", "4K", "-b",
+        "8"},
+       "exclude"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = cli(c.args);
+    EXPECT_NE(r.rc, 0) << c.says;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << "stderr: " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace chorus
