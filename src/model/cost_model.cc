@@ -331,6 +331,18 @@ const Formula* find_formula(Collective c, std::string_view algorithm) {
   return nullptr;
 }
 
+bool formula_applies(const Formula& f, std::string_view topology, int nranks, int ports) {
+  if (f.ports != 0 && f.ports != ports) return false;
+  if (topology == "hypercube" && !is_pow2(nranks)) return false;
+  for (size_t i = 0; i < f.topologies.size();) {
+    size_t j = f.topologies.find(' ', i);
+    if (j == std::string_view::npos) j = f.topologies.size();
+    if (f.topologies.substr(i, j - i) == topology) return true;
+    i = j + 1;
+  }
+  return false;
+}
+
 Prediction closed_form(Collective c, std::string_view algorithm, int nranks, double bytes,
                        const CostParams& params) {
   const Formula* f = find_formula(c, algorithm);

@@ -96,6 +96,11 @@ struct Formula {
 std::span<const Formula> formulas();
 const Formula* find_formula(Collective collective, std::string_view algorithm);
 
+// Whether formula `f` is exact on simulator topology `topology` at N ranks
+// with `ports` ports ("hypercube" routes match the halving partners only for
+// N a power of two).
+bool formula_applies(const Formula& f, std::string_view topology, int nranks, int ports);
+
 // The closed-form time of (collective, algorithm) at N ranks and M bytes, or
 // why there is none.
 Prediction closed_form(Collective collective, std::string_view algorithm, int nranks,

@@ -161,8 +161,12 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
       const SimResult res = simulate(programs, *topo, SimOptions{a.ports, params.gamma, es});
       Row row{m, std::string(al->name), res.time, std::nullopt,
               lower_bound(*coll, a.ranks, m, params).combined(), false};
-      if (Prediction p = closed_form(*coll, al->name, a.ranks, m, params); p.ok)
-        row.formula = p.seconds;
+      // The closed form only where it is exact: on the topology and port
+      // count it assumes.
+      const Formula* f = find_formula(*coll, al->name);
+      if (f != nullptr && formula_applies(*f, topo->name(), a.ranks, a.ports))
+        if (Prediction p = closed_form(*coll, al->name, a.ranks, m, params); p.ok)
+          row.formula = p.seconds;
       rows.push_back(std::move(row));
     }
     if (!rows.empty()) {
