@@ -22,7 +22,7 @@
 // Wake-ups: a rank that found nothing to do for `spin` announces it sleeps
 // (doorbell.sleeping = 1), makes one last progress pass, and futex-waits on
 // doorbell.seq for at most kLivenessPeriod. A peer that publishes a head or a
-// tail this rank may be waiting for checks `sleeping` after a fence and only
+// tail this rank may be waiting for then checks `sleeping` (all seq_cst) and only
 // then bumps seq and issues FUTEX_WAKE (Dekker's pattern: either the waiter's
 // last pass sees the new index, or the publisher sees `sleeping`).
 #include "transport/shm/shm_transport.h"
@@ -201,9 +201,10 @@ class ShmTransport final : public Transport {
       if (done.size() > before) return;
       const auto now = Clock::now();
       if (now >= deadline) return;
-      bell.sleeping.store(1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      const uint32_t seen = bell.seq.load(std::memory_order_acquire);
+      // seq_cst, like the index stores of the peers and their load of
+      // `sleeping`: see ring_touched().
+      bell.sleeping.store(1, std::memory_order_seq_cst);
+      const uint32_t seen = bell.seq.load(std::memory_order_seq_cst);
       progress(done);
       if (done.size() > before) {
         bell.sleeping.store(0, std::memory_order_relaxed);
@@ -254,7 +255,7 @@ class ShmTransport final : public Transport {
   void receive_from(Peer& p, std::vector<RequestId>& done) {
     while (!p.recvs.empty()) {
       if (p.in_tail == p.in_head_seen) {
-        p.in_head_seen = p.in->head.load(std::memory_order_acquire);
+        p.in_head_seen = p.in->head.load(std::memory_order_seq_cst);
         if (p.in_tail == p.in_head_seen) return;
       }
       std::byte* s = slot(p.in_slots, p.in_tail);
@@ -282,7 +283,7 @@ class ShmTransport final : public Transport {
         r.received += h.fragment_bytes;
       }
       ++p.in_tail;
-      p.in->tail.store(p.in_tail, std::memory_order_release);
+      p.in->tail.store(p.in_tail, std::memory_order_seq_cst);
       p.touched = true;
       if (r.received == r.bytes) {
         done.push_back(r.id);
@@ -344,7 +345,7 @@ class ShmTransport final : public Transport {
     // Fill free slots with the unwritten sends, in order.
     while (p.first_unwritten < p.sends.size()) {
       if (p.out_head - p.out_tail_seen == layout_.slots) {
-        p.out_tail_seen = p.out->tail.load(std::memory_order_acquire);
+        p.out_tail_seen = p.out->tail.load(std::memory_order_seq_cst);
         if (p.out_head - p.out_tail_seen == layout_.slots) break;
       }
       PendingSend& m = p.sends[p.first_unwritten];
@@ -366,7 +367,7 @@ class ShmTransport final : public Transport {
       if (h.offset == 0) m.first_slot = p.out_head;
       m.last_slot = p.out_head;
       ++p.out_head;
-      p.out->head.store(p.out_head, std::memory_order_release);
+      p.out->head.store(p.out_head, std::memory_order_seq_cst);
       p.touched = true;
       if (m.written == m.bytes) {
         m.all_written = true;
@@ -377,7 +378,7 @@ class ShmTransport final : public Transport {
     while (!p.sends.empty() && p.sends.front().all_written) {
       const PendingSend& m = p.sends.front();
       if (p.out_tail_seen <= m.last_slot) {
-        p.out_tail_seen = p.out->tail.load(std::memory_order_acquire);
+        p.out_tail_seen = p.out->tail.load(std::memory_order_seq_cst);
         if (p.out_tail_seen <= m.last_slot) {
           check_send_error(p);
           return;
@@ -401,26 +402,28 @@ class ShmTransport final : public Transport {
          p.out->error_expected.load(std::memory_order_relaxed), " B");
   }
 
+  // Wakes the touched peers that announced they sleep. Every head/tail store
+  // and load, the waiter's `sleeping` store and this load of it are seq_cst,
+  // so they sit in one total order: if the waiter's last pass missed an index
+  // published here, its `sleeping = 1` came before that store, hence before
+  // this load, which therefore sees it. (Fences would do the same but are not
+  // supported by ThreadSanitizer.) On x86 only the stores cost an xchg.
   void ring_touched() {
-    // Pairs with the fence in wait_some: the indices published above are
-    // visible to a waiter whose `sleeping` store we fail to see.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     for (Peer& p : peers_) {
       if (!p.touched) continue;
       p.touched = false;
       Doorbell& bell = p.header->bell;
-      if (bell.sleeping.load(std::memory_order_relaxed) != 0) {
-        bell.seq.fetch_add(1, std::memory_order_release);
+      if (bell.sleeping.load(std::memory_order_seq_cst) != 0) {
+        bell.seq.fetch_add(1, std::memory_order_seq_cst);
         shm::futex_wake(bell.seq);
       }
     }
   }
 
   void ring_everyone() {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     for (Peer& p : peers_) {
       if (p.header == nullptr) continue;
-      p.header->bell.seq.fetch_add(1, std::memory_order_release);
+      p.header->bell.seq.fetch_add(1, std::memory_order_seq_cst);
       shm::futex_wake(p.header->bell.seq);
     }
   }
