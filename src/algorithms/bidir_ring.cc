@@ -62,7 +62,9 @@ struct Split {
   int cw;   // a
   int ccw;  // b
 };
-Split split_hops(int n) { return {n / 2, n - 1 - n / 2}; }
+Split split_hops(int n) {
+  return {n / 2, n - 1 - n / 2};
+}
 
 // How the ReduceScatter phase stores what it computes.
 struct RsStorage {
@@ -79,8 +81,8 @@ struct RsStorage {
 };
 
 struct RsOps {
-  OpIndex result_ready = 0;           // after this op `result` holds the reduced chunk
-  std::vector<OpIndex> last_reader;   // per chunk: the send that last read it
+  OpIndex result_ready = 0;          // after this op `result` holds the reduced chunk
+  std::vector<OpIndex> last_reader;  // per chunk: the send that last read it
 };
 
 // Emits the ReduceScatter phase (n >= 2) in steps first_step.. and returns
@@ -177,7 +179,9 @@ void emit_allgather(ProgramBuilder& b, int n, int r, const std::function<Region(
 
 }  // namespace
 
-Support bidir_ring_supports(const CollectiveSpec& spec) { return check_common(spec); }
+Support bidir_ring_supports(const CollectiveSpec& spec) {
+  return check_common(spec);
+}
 
 Program bidir_ring_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;

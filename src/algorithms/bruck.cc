@@ -27,7 +27,9 @@
 
 namespace chorus {
 
-Support bruck_allgather_supports(const CollectiveSpec& spec) { return check_common(spec); }
+Support bruck_allgather_supports(const CollectiveSpec& spec) {
+  return check_common(spec);
+}
 
 Program bruck_allgather(const CollectiveSpec& spec) {
   using B = ProgramBuilder;

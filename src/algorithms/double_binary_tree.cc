@@ -27,18 +27,24 @@
 // channel are in the same order at both ends, every dependency points to an
 // earlier time, and the schedule cannot deadlock even with rendezvous sends.
 //
-//   steps (times):  S + 2H + 1 per tree for S segments of its half
+// A rank with two children folds the first child's segment into its output
+// on arrival and lands the second's in scratch, then adds it locally: the two
+// receives run side by side, so a level costs one message time, not two.
+//
+//   steps (times):  S + 2H + 1 per tree for S segments of its half; the
+//                   latency path of one segment is 2H messages at most
 //   messages:       per segment and tree: up 1 (not at the root), down one
 //                   per child; a rank receives one per child and one from
-//                   its parent
-//   bytes per rank: at most 2M sent (M/2 up in each tree plus 2 M/2 down in
-//                   the tree where it is interior) and at most 2M received
+//                   its parent; 2 (N-1) S per tree in all
+//   bytes per rank: at most 4 ceil(M/2) sent (M/2 up in each tree plus 2 M/2
+//                   down in the tree where it is interior), as many received
 //   cost:           pipelined, segments of m bytes, S = M/(2m):
 //                   (S + 2H) (alpha + m/beta) with one port per link (the
 //                   busiest link carries M/2 each way per tree: about
-//                   2H alpha + M/beta for S >> H), a one-port rank needs up to
+//                   2H alpha + M/beta for S >> H); a one-port rank needs up to
 //                   2M/beta; gamma: M/2 folded per child, M gamma at most.
 //                   The seed's unpipelined form: 2 log2 N alpha + log2 N M/beta.
+//   scratch:        M/2 on a rank with two children in one of the trees
 //
 // Constraints: none (any N >= 1, any count >= 0; for N = 1 a copy).
 #include "algorithms/double_binary_tree.h"
@@ -50,7 +56,9 @@
 
 namespace chorus {
 
-Support double_binary_tree_supports(const CollectiveSpec& spec) { return check_common(spec); }
+Support double_binary_tree_supports(const CollectiveSpec& spec) {
+  return check_common(spec);
+}
 
 Program double_binary_tree_allreduce(const CollectiveSpec& spec) {
   using B = ProgramBuilder;
@@ -70,11 +78,16 @@ Program double_binary_tree_allreduce(const CollectiveSpec& spec) {
     TreeNode node;
     int parent_height = 0;
     std::vector<int> child_height;
-    std::vector<Chunk> segs;
-    std::vector<OpIndex> folded;    // per segment: last fold into the output
+    Chunk half;                   // this tree's half of the vector
+    std::vector<Chunk> segs;      // its segments
+    size_t landing_at = 0;        // scratch for the second child's segments
+    std::vector<OpIndex> folded;  // per segment: last fold into the output
     std::vector<bool> has_folded;
-    std::vector<OpIndex> up_send;   // per segment
-    std::vector<OpIndex> have;      // per segment: the output holds the result
+    std::vector<OpIndex> up_send;  // per segment
+    std::vector<OpIndex> have;     // per segment: the output holds the result
+    Region landing(Chunk c) const {
+      return B::scratch(landing_at + (c.offset - half.offset), c.count);
+    }
   };
   TreeState trees[2];
   int last_time = 0;
@@ -84,7 +97,9 @@ Program double_binary_tree_allreduce(const CollectiveSpec& spec) {
     if (ts.node.parent >= 0) ts.parent_height = double_tree_node(t, ts.node.parent, n).height;
     for (int child : ts.node.children)
       ts.child_height.push_back(double_tree_node(t, child, n).height);
-    ts.segs = segments(block(spec.count, 2, static_cast<size_t>(t)), seg);
+    ts.half = block(spec.count, 2, static_cast<size_t>(t));
+    ts.segs = segments(ts.half, seg);
+    ts.landing_at = b.alloc_scratch(ts.node.children.size() == 2 ? ts.half.count : 0);
     const size_t ns = ts.segs.size();
     ts.folded.assign(ns, 0);
     ts.has_folded.assign(ns, false);
@@ -104,28 +119,29 @@ Program double_binary_tree_allreduce(const CollectiveSpec& spec) {
       const int h = node.height;
       auto seg_at = [&](int s) { return s >= 0 && s < ns; };
 
-      // Reduce up, children: fold each child's segment into the output; the
-      // first fold adds the own input, later ones the output so far. In
-      // place the first fold reads and writes the same memory.
+      // Reduce up, children. The first child's segment is folded into the
+      // output together with the own input (in place the same memory); a
+      // second child's lands in scratch meanwhile and is folded in locally
+      // once both have arrived, so that neither receive waits for the other.
       for (size_t i = 0; i < node.children.size(); ++i) {
         const int s = time - ts.child_height[i];
         if (!seg_at(s)) continue;
         const auto si = static_cast<size_t>(s);
         const Chunk c = ts.segs[si];
         if (!ts.has_folded[si]) {
-          ts.folded[si] = b.recv_reduce(node.children[i], in(c), out(c), {}, step);
           ts.has_folded[si] = true;
+          ts.folded[si] = b.recv_reduce(node.children[i], in(c), out(c), {}, step);
         } else {
-          ts.folded[si] = b.recv_reduce(node.children[i], out(c), out(c), {ts.folded[si]}, step);
+          const OpIndex landed = b.recv(node.children[i], ts.landing(c), {}, step);
+          ts.folded[si] = b.reduce(ts.landing(c), out(c), {ts.folded[si], landed}, step);
         }
       }
       // Reduce up, to the parent: a leaf sends its input, others their fold.
       if (node.parent >= 0 && seg_at(time - h)) {
         const auto si = static_cast<size_t>(time - h);
         const Chunk c = ts.segs[si];
-        ts.up_send[si] = node.children.empty()
-                             ? b.send(node.parent, in(c), {}, step)
-                             : b.send(node.parent, out(c), {ts.folded[si]}, step);
+        ts.up_send[si] = node.children.empty() ? b.send(node.parent, in(c), {}, step)
+                                               : b.send(node.parent, out(c), {ts.folded[si]}, step);
       }
       // Broadcast down, from the parent: the result overwrites what the up
       // send read (the fold, or in place the input).

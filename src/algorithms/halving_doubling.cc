@@ -74,7 +74,9 @@ Halves halve(Window w, int c, int d) {
 
 }  // namespace
 
-Support halving_doubling_supports(const CollectiveSpec& spec) { return check_common(spec); }
+Support halving_doubling_supports(const CollectiveSpec& spec) {
+  return check_common(spec);
+}
 
 Program halving_doubling_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
@@ -131,8 +133,8 @@ Program halving_doubling_allreduce(const CollectiveSpec& spec) {
     const Halves h = halve(w, c, d);
     const auto step = static_cast<uint32_t>(j + 1);
     rs_send.push_back(b.send(peer, window(h.give, data), after, step));
-    after = {b.recv_reduce(peer, window(h.keep, data), window(h.keep, BufferKind::output), after,
-                           step)};
+    after = {
+        b.recv_reduce(peer, window(h.keep, data), window(h.keep, BufferKind::output), after, step)};
     data = BufferKind::output;
     halves.push_back(h);
     w = h.keep;

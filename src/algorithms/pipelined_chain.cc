@@ -45,7 +45,9 @@ size_t segment_length(const CollectiveSpec& spec) {
 }
 }  // namespace
 
-Support pipelined_chain_supports(const CollectiveSpec& spec) { return check_common(spec); }
+Support pipelined_chain_supports(const CollectiveSpec& spec) {
+  return check_common(spec);
+}
 
 Program pipelined_chain_broadcast(const CollectiveSpec& spec) {
   const int n = spec.nranks;

@@ -102,10 +102,14 @@ Program recursive_doubling_allreduce(const CollectiveSpec& spec) {
   const size_t at_b = b.alloc_scratch(uses_b ? count : 0);
   auto region = [&](Slot s) {
     switch (s) {
-      case Slot::input: return all_in;
-      case Slot::output: return all_out;
-      case Slot::scratch_a: return B::scratch(at_a, count);
-      case Slot::scratch_b: return B::scratch(at_b, count);
+      case Slot::input:
+        return all_in;
+      case Slot::output:
+        return all_out;
+      case Slot::scratch_a:
+        return B::scratch(at_a, count);
+      case Slot::scratch_b:
+        return B::scratch(at_b, count);
     }
     return all_in;
   };
@@ -153,8 +157,7 @@ Support recursive_doubling_allgather_supports(const CollectiveSpec& spec) {
   if (Support s = check_common(spec); !s) return s;
   if (!is_pow2(spec.nranks))
     return Support::no(
-        str_cat("recursive_doubling allgather needs a power-of-two rank count, got ",
-                spec.nranks));
+        str_cat("recursive_doubling allgather needs a power-of-two rank count, got ", spec.nranks));
   return Support::yes();
 }
 

@@ -28,7 +28,9 @@
 
 namespace chorus {
 
-Support reduce_broadcast_supports(const CollectiveSpec& spec) { return check_common(spec); }
+Support reduce_broadcast_supports(const CollectiveSpec& spec) {
+  return check_common(spec);
+}
 
 Program reduce_broadcast_allreduce(const CollectiveSpec& spec) {
   using B = ProgramBuilder;
@@ -62,8 +64,7 @@ Program reduce_broadcast_allreduce(const CollectiveSpec& spec) {
   // fold, or in place the input), so the receive waits for it.
   std::vector<OpIndex> have = deps;  // the root: after its last fold
   if (node.parent >= 0)
-    have = {b.recv(node.parent, out, {up},
-                   static_cast<uint32_t>(rounds + rounds - 1 - level(r)))};
+    have = {b.recv(node.parent, out, {up}, static_cast<uint32_t>(rounds + rounds - 1 - level(r)))};
   for (int child : node.children)
     b.send(child, out, have, static_cast<uint32_t>(rounds + rounds - 1 - level(child)));
   return std::move(b).finish();

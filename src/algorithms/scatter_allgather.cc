@@ -38,7 +38,9 @@
 
 namespace chorus {
 
-Support scatter_allgather_supports(const CollectiveSpec& spec) { return check_common(spec); }
+Support scatter_allgather_supports(const CollectiveSpec& spec) {
+  return check_common(spec);
+}
 
 Program scatter_allgather_broadcast(const CollectiveSpec& spec) {
   using B = ProgramBuilder;
@@ -51,8 +53,8 @@ Program scatter_allgather_broadcast(const CollectiveSpec& spec) {
   if (n == 1) return std::move(b).finish();
   const int v = ring_add(r, -spec.root, n);
   auto run = [&](BufferKind buf, int first, int m) {
-    const Chunk c = block_range(spec.count, parts, static_cast<size_t>(first),
-                                static_cast<size_t>(m));
+    const Chunk c =
+        block_range(spec.count, parts, static_cast<size_t>(first), static_cast<size_t>(m));
     return Region{buf, c.offset, c.count};
   };
   // The root reads its input, everyone else what it received.
