@@ -29,7 +29,13 @@ std::vector<GridParam> all_params() {
   std::vector<GridParam> out;
   for (const Algorithm& a : all_algorithms()) {
     if (a.collective == Collective::barrier) continue;
-    for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16}) out.push_back({&a, n});
+    for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16}) {
+      // An algorithm that declines a rank count as a whole (recursive
+      // doubling AllGather off powers of two) is not gridded there; that it
+      // declines with a reason is checked below.
+      const CollectiveSpec spec{a.collective, n, 0, 1, 4, 0};
+      if (a.supports(spec)) out.push_back({&a, n});
+    }
   }
   return out;
 }
@@ -63,6 +69,18 @@ TEST_P(CollectiveGrid, MatchesReferenceExactly) {
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, CollectiveGrid, ::testing::ValuesIn(all_params()),
                          param_name);
+
+// Declining is a value with a reason, never an empty "no".
+TEST(Support, DeclinedCasesNameAReason) {
+  for (const Algorithm& a : all_algorithms())
+    for (int n = 1; n <= 17; ++n)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1031}}) {
+        const Support s = a.supports({a.collective, n, n - 1, count, 4, 0});
+        if (!s) {
+          EXPECT_FALSE(s.reason.empty()) << a.name << " N=" << n << " count=" << count;
+        }
+      }
+}
 
 TEST(Barrier, EveryRankWaitsForTheLast) {
   for (int n : {1, 2, 3, 5, 8, 13}) {
