@@ -195,3 +195,44 @@ TEST(Calibration, AllRanksAgree) {
 
 }  // namespace
 }  // namespace chorus
+
+namespace chorus {
+namespace {
+
+// CHORUS_TUNING_FILE reaches the tuner of every communicator, and
+// CHORUS_DEBUG=TUNING prints its candidates with the file's parameters.
+TEST(TuningFile, UsedAtCreationAndLogged) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("chorus_tuning_env_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  TuningTable t;
+  t.links["inproc"] = {"inproc", 7e-5, 3e9};
+  write_tuning_file(path, t);
+  ::setenv("CHORUS_TUNING_FILE", path.c_str(), 1);
+  ::setenv("CHORUS_DEBUG", "TUNING", 1);
+  ::testing::internal::CaptureStderr();
+  testing::run_ranks(2, [](Communicator& comm) {
+    std::vector<float> v(4, 1.0f);
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+    EXPECT_EQ(v[0], 2.0f);
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("tuning allreduce N=2 16 B (alpha 7e-05 s, beta 3e+09 B/s"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("ring="), std::string::npos) << log;
+  // A missing file is a clear error at creation.
+  ::setenv("CHORUS_TUNING_FILE", "/nonexistent/chorus-tuning.json", 1);
+  try {
+    testing::run_ranks(2, [](Communicator&) {});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/chorus-tuning.json"), std::string::npos);
+  }
+  ::unsetenv("CHORUS_TUNING_FILE");
+  ::unsetenv("CHORUS_DEBUG");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace chorus

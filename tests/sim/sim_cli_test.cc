@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -92,6 +93,29 @@ TEST(SimCli, BadInputIsAClearErrorAndNonZeroExit) {
     EXPECT_NE(r.rc, 0) << c.says;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << "stderr: " << r.err;
   }
+}
+
+}  // namespace
+}  // namespace chorus
+
+namespace chorus {
+namespace {
+
+TEST(SimCli, PlotDrawsAnSvgWithGnuplot) {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) GTEST_SKIP() << "no gnuplot";
+  const auto svg = std::filesystem::temp_directory_path() /
+                   ("chorus_sim_plot_" + std::to_string(::getpid()) + ".svg");
+  const CliRun r = cli({"allgather", "--ranks", "8", "-b", "1K", "-e", "1M", "-f", "32", "--alpha",
+                        "2us", "--beta", "25GB/s", "--plot", svg.string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(svg);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("<svg"), std::string::npos);
+  EXPECT_NE(text.str().find("lower_bound"), std::string::npos);  // the bound's key entry
+  EXPECT_NE(text.str().find("bruck"), std::string::npos);
+  std::filesystem::remove(svg);
+  std::filesystem::remove(svg.string() + ".dat");
 }
 
 }  // namespace
