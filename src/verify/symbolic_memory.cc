@@ -10,9 +10,40 @@ SymbolicMemory::SymbolicMemory(size_t size) : size_(size) {
   if (size > 0) runs_.emplace(0, Run{size, 0, RankSetPool::kUndefined});
 }
 
+SymbolicMemory::Map::iterator SymbolicMemory::locate(size_t address) const {
+  constexpr int kWalk = 3;
+  for (int f = 0; f < kFingers; ++f) {
+    if (!finger_valid_[f]) continue;
+    auto it = fingers_[f];
+    for (int step = 0; step <= kWalk; ++step) {
+      if (address < it->first) {
+        if (it == runs_.begin()) break;
+        --it;
+      } else if (address >= it->second.end) {
+        ++it;
+        if (it == runs_.end()) break;
+      } else {
+        fingers_[f] = it;
+        return it;
+      }
+    }
+  }
+  auto it = std::prev(runs_.upper_bound(address));
+  fingers_[next_finger_] = it;
+  finger_valid_[next_finger_] = true;
+  next_finger_ = (next_finger_ + 1) % kFingers;
+  return it;
+}
+
+void SymbolicMemory::drop_fingers(size_t from, size_t to) {
+  for (int f = 0; f < kFingers; ++f)
+    if (finger_valid_[f] && fingers_[f]->first >= from && fingers_[f]->first < to)
+      finger_valid_[f] = false;
+}
+
 SymbolicMemory::Map::iterator SymbolicMemory::split(size_t address) {
   if (address >= size_) return runs_.end();
-  auto it = std::prev(runs_.upper_bound(address));
+  auto it = locate(address);
   if (it->first == address) return it;
   Run tail = it->second;
   it->second.end = address;
@@ -23,7 +54,7 @@ void SymbolicMemory::read(size_t address, size_t count, Segments& out) const {
   out.clear();
   if (count == 0) return;
   CHORUS_CHECK(address + count <= size_);
-  auto it = std::prev(runs_.upper_bound(address));
+  auto it = locate(address);
   const size_t end = address + count;
   for (size_t at = address; at < end; ++it) {
     const size_t stop = std::min(end, it->second.end);
@@ -49,8 +80,8 @@ void SymbolicMemory::write(size_t address, const Segments& segments) {
   const size_t end = address + count;
   auto first = split(address);
   auto last = split(end);
-  // split(end) may have rebalanced nothing that invalidates `first`: std::map
-  // iterators stay valid across inserts.
+  // std::map iterators stay valid across inserts: `first` survives split(end).
+  drop_fingers(address, end);
   auto hint = runs_.erase(first, last);
   size_t at = address;
   for (const Segment& s : segments) {
@@ -63,6 +94,7 @@ void SymbolicMemory::write(size_t address, const Segments& segments) {
       auto prev = std::prev(hint);
       if (prev->second.end == at && prev->second.set == s.set && prev->second.delta == delta) {
         prev->second.end = at + s.count;
+        drop_fingers(at, at + 1);
         runs_.erase(hint);
         hint = prev;
       }
@@ -70,14 +102,19 @@ void SymbolicMemory::write(size_t address, const Segments& segments) {
     at += s.count;
     hint = std::next(hint);
   }
-  // And the run after the written window.
-  if (hint != runs_.end() && hint != runs_.begin()) {
-    auto prev = std::prev(hint);
-    if (prev->second.set == hint->second.set && prev->second.delta == hint->second.delta) {
-      prev->second.end = hint->second.end;
-      runs_.erase(hint);
-    }
+  // The last written run: merge it with the run after the window when the
+  // content continues, and keep it as a finger, as the schedule most likely
+  // looks there next.
+  auto written = std::prev(hint);
+  if (hint != runs_.end() && written->second.set == hint->second.set &&
+      written->second.delta == hint->second.delta) {
+    written->second.end = hint->second.end;
+    drop_fingers(hint->first, hint->first + 1);
+    runs_.erase(hint);
   }
+  fingers_[next_finger_] = written;
+  finger_valid_[next_finger_] = true;
+  next_finger_ = (next_finger_ + 1) % kFingers;
 }
 
 }  // namespace chorus

@@ -34,6 +34,9 @@ class SymbolicMemory {
  public:
   // `size` elements, all undefined.
   explicit SymbolicMemory(size_t size);
+  // Fingers point into the map: a copy would point into the original.
+  SymbolicMemory(const SymbolicMemory&) = delete;
+  SymbolicMemory& operator=(const SymbolicMemory&) = delete;
 
   size_t size() const { return size_; }
   // Content of [address, address + count), appended to `out` (which is cleared).
@@ -50,11 +53,22 @@ class SymbolicMemory {
     RankSetPool::Id set = RankSetPool::kUndefined;
   };
   using Map = std::map<size_t, Run>;  // keyed by start address
+  // The run holding `address` (< size). Schedules touch memory next to what
+  // they touched last (the ring's chunk r-s, then r-s-1), so the search starts
+  // from the last runs found and walks a few neighbours before falling back to
+  // a lookup from the root, which at a thousand ranks is a cache miss per level.
+  Map::iterator locate(size_t address) const;
   // Makes `address` the start of a run and returns that run (or end()).
   Map::iterator split(size_t address);
+  // Forgets fingers into [from, to) before those runs are erased.
+  void drop_fingers(size_t from, size_t to);
 
   size_t size_;
-  Map runs_;
+  mutable Map runs_;
+  static constexpr int kFingers = 2;
+  mutable Map::iterator fingers_[kFingers];
+  mutable bool finger_valid_[kFingers] = {false, false};
+  mutable int next_finger_ = 0;
 };
 
 }  // namespace chorus

@@ -718,7 +718,10 @@ VerifyResult verify_programs(const CollectiveSpec& spec, std::span<const Program
   return result;
 }
 
-VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& base) {
+VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& requested) {
+  // The algorithm fixes the collective; the request gives the sizes.
+  CollectiveSpec base = requested;
+  base.collective = algorithm.collective;
   VerifyResult result;
   std::vector<Program> programs;
   const std::string context = str_cat(to_string(base.collective), "(", algorithm.name,

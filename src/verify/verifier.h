@@ -111,7 +111,7 @@ struct VerifyResult {
 };
 
 // Builds the Programs of all `base.nranks` ranks with `algorithm` (base.rank is
-// ignored) and verifies them. When every rank's supports() declines, returns
+// ignored, and the collective is the algorithm's) and verifies them. When every rank's supports() declines, returns
 // supported == false with the reason.
 VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& base);
 
