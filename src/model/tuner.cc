@@ -252,9 +252,13 @@ void install_tuner(detail::CommunicatorImpl& comm) {
   // calibrated. Every rank takes the same branch: they share the transport
   // kind and the tuning file.
   if (!have && cls != "inproc" && comm.size() > 1) {
+    const auto start = Clock::now();
     const LinkParams p = calibrate(comm);
     params.alpha = p.alpha;
     params.beta = p.beta;
+    log_message(cfg.log_level, LogLevel::info, comm.rank(), "tuner: calibrated ", cls, ": alpha ",
+                p.alpha, " s, beta ", p.beta, " B/s in ",
+                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), " ms");
   }
   auto tuner = std::make_shared<Tuner>(comm.size(), comm.rank(), params);
   if (cfg.log_tuning) {

@@ -13,7 +13,7 @@
 //      link class ("inproc", "shm", "tcp"; "shm+tcp" uses "tcp");
 //   2. for shm and tcp, a calibration at creation: ping-pong of a small and a
 //      large message between ranks 2i and 2i+1 (a bounded, fixed number of
-//      round trips, about a millisecond on shm);
+//      round trips: milliseconds);
 //   3. for inproc (ranks as threads, the test harness) the built-in defaults
 //      below: no calibration, so run_ranks-based tests stay fast and their
 //      algorithm choices do not depend on the load of the machine.
