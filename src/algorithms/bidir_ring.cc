@@ -32,15 +32,19 @@
 //                   N - 1 in all (two per step, one fewer in one step when b < a)
 //   bytes per rank: sent and received, (N-1)/N M per phase (chunks of
 //                   ceil(M/N) at most), as for the 1-port ring
-//   cost (2-port, full duplex, c = ceil(count/N) elements of M/count bytes):
-//     AllReduce      2a alpha + 2a c/beta + a c gamma'  with gamma' the time
-//                   to fold up to two chunks per step, (N-1) c gamma of work
-//                   ~ N alpha + M/beta + (N-1)/N M gamma for even N
-//                   (the seed: N alpha + ceil(N/2)/(N/2) M/beta)
-//     AllGather      a alpha + a c/beta   (M = N c output bytes)
-//     ReduceScatter  a alpha + a c/beta + (N-1) c gamma   (M = N c input)
-//   on a 1-port network each step costs two messages: the 1-port ring's
-//   2(N-1) alpha + 2(N-1)/N M/beta for AllReduce.
+//   cost (2 ports, full duplex; chunks of M/N bytes, at most ceil(count/N)
+//   elements when N does not divide count):
+//     AllReduce      2a (alpha + M/(N beta)) + (a + 1) M/N gamma
+//                    = N alpha + M/beta + (N/2 + 1) M/N gamma for even N
+//                    (the seed: N alpha + ceil(N/2)/(N/2) M/beta). The gamma
+//                    term is the critical path: one fold per ReduceScatter
+//                    step, and the owner folds the two halves of its chunk one
+//                    after the other in the last one (a alone for N = 2). The
+//                    work is N - 1 chunk folds per rank.
+//     AllGather      a (alpha + M/(N beta))          (M = N c output bytes)
+//     ReduceScatter  a (alpha + M/(N beta)) + (a + 1) M/N gamma  (M = N c)
+//   On one port the two sends of a step share it: 4a M/N bytes per port,
+//   about the 1-port ring's 2 (N-1)/N M/beta.
 //
 // Constraints: none (any N >= 1, any count >= 0). For N = 2 both neighbours
 // are the same rank and only the clockwise direction is used (b = 0).

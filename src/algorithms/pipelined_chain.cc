@@ -21,9 +21,11 @@
 //   messages:       S sent per rank (none at the chain's end), S received
 //                   (none at its start)
 //   bytes per rank: M sent, M received
-//   cost:           (N - 2 + S) (alpha + m/beta) for segments of m = M/S
-//                   bytes, ~ (N-1) alpha + M/beta for S >> N; Reduce adds
-//                   (N - 2 + S) m gamma
+//   cost:           segments of s bytes, S = ceil(M/s): in lock-step rounds
+//                   (N - 2 + S) (alpha + s/beta); with alpha as a latency that
+//                   overlaps the next segment's transfer, (N-1) alpha + M/beta
+//                   + (N-2) s/beta, so ~ (N-1) alpha + M/beta for S >> N.
+//                   Reduce adds (N-1) s gamma (lock-step: (N-2+S) s gamma).
 //   scratch:        Reduce off the root: M for the partial sums (the output
 //                   of a non-root rank is not written)
 //
