@@ -164,6 +164,25 @@ Prediction halving_doubling_time(int n, double m, const CostParams& p) {
   return Prediction::time(2 * k * p.alpha + 2 * frac * m / p.beta + frac * m * p.gamma);
 }
 
+// The same on the ring topology with 2 ports, N = 2^k. A step at distance d
+// sends M d/N bytes d hops, store and forward: d (alpha + M d/(N beta)). The
+// messages of a step move in lockstep, the one from rank i on link i+h at hop
+// h, so no two share a link, and with 2 ports a rank forwarding a message to
+// the right and one to the left uses both. Summing d over both phases gives
+// 2(N-1) hops and d^2 gives (N^2-1)/3:
+//   2(N-1) alpha + 2(N^2-1)/(3N) M/beta + (N-1)/N M gamma.
+// The seed's 2 log2 N alpha + 2(N-1)/N M/beta assumes every partner is one
+// hop away. (With 1 port the left- and right-going messages of a rank queue
+// at its one send port, unevenly by step: no closed form.)
+Prediction halving_doubling_ring_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  if (!is_pow2(n))
+    return Prediction::none("halving_doubling on a ring has a closed form for N = 2^k only");
+  const double dn = n;
+  return Prediction::time(2 * (dn - 1) * p.alpha + 2 * (dn * dn - 1) / (3 * dn) * m / p.beta +
+                          (dn - 1) / dn * m * p.gamma);
+}
+
 // ReduceScatter by halving alone: k steps, (P-1)/P M moved and reduced; the
 // fold sends M in and the extra's own block (M/N) back out.
 Prediction recursive_halving_time(int n, double m, const CostParams& p) {
@@ -270,6 +289,8 @@ const Formula kFormulas[] = {
      "floor(N/2) (alpha + M/(N beta)) + (floor(N/2) + 1) M/N gamma"},
     {C::allreduce, "halving_doubling", halving_doubling_time, 0, "switch hypercube",
      "2 log2 N alpha + 2 (N-1)/N M/beta + (N-1)/N M gamma, N = 2^k"},
+    {C::allreduce, "halving_doubling", halving_doubling_ring_time, 2, "ring",
+     "2(N-1) alpha + 2(N^2-1)/(3N) M/beta + (N-1)/N M gamma, ring topology, N = 2^k"},
     {C::reduce_scatter, "recursive_halving", recursive_halving_time, 0, "switch hypercube",
      "log2 N alpha + (N-1)/N M (1/beta + gamma), N = 2^k"},
     {C::allreduce, "recursive_doubling", recursive_doubling_allreduce_time, 0, "switch hypercube",
@@ -328,6 +349,15 @@ std::span<const Formula> formulas() { return kFormulas; }
 const Formula* find_formula(Collective c, std::string_view algorithm) {
   for (const Formula& f : kFormulas)
     if (f.collective == c && f.algorithm == algorithm) return &f;
+  return nullptr;
+}
+
+const Formula* find_formula_on(Collective c, std::string_view algorithm,
+                               std::string_view topology, int nranks, int ports) {
+  for (const Formula& f : kFormulas)
+    if (f.collective == c && f.algorithm == algorithm &&
+        formula_applies(f, topology, nranks, ports))
+      return &f;
   return nullptr;
 }
 

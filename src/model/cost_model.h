@@ -92,17 +92,23 @@ struct Formula {
   std::string_view text;  // the formula, for docs and --help
 };
 
-// Every closed form, by collective.
+// Every closed form, by collective. An algorithm may have more than one, for
+// different topologies (halving_doubling on a switch and on a ring).
 std::span<const Formula> formulas();
+// The first form of (collective, algorithm), whatever it assumes.
 const Formula* find_formula(Collective collective, std::string_view algorithm);
+// The form of (collective, algorithm) that is exact on `topology` with
+// `ports` ports at N ranks, or nullptr.
+const Formula* find_formula_on(Collective collective, std::string_view algorithm,
+                               std::string_view topology, int nranks, int ports);
 
 // Whether formula `f` is exact on simulator topology `topology` at N ranks
 // with `ports` ports ("hypercube" routes match the halving partners only for
 // N a power of two).
 bool formula_applies(const Formula& f, std::string_view topology, int nranks, int ports);
 
-// The closed-form time of (collective, algorithm) at N ranks and M bytes, or
-// why there is none.
+// The closed-form time of (collective, algorithm) at N ranks and M bytes,
+// from its first form (a switch), or why there is none.
 Prediction closed_form(Collective collective, std::string_view algorithm, int nranks,
                        double bytes, const CostParams& params);
 

@@ -179,10 +179,9 @@ double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec) {
   CostParams params = params_;
   params.segment_bytes = spec.segment_bytes;
   // Closed forms assume a switch, as the simulation below does.
-  const Formula* f = find_formula(spec.collective, algo.name);
-  if (f != nullptr && formula_applies(*f, "switch", nranks_, params.ports))
-    if (Prediction p = closed_form(spec.collective, algo.name, nranks_, m, params); p.ok)
-      return p.seconds;
+  if (const Formula* f = find_formula_on(spec.collective, algo.name, "switch", nranks_,
+                                         params.ports))
+    if (Prediction p = f->time(nranks_, m, params); p.ok) return p.seconds;
   const LinkParams link{"link", params_.alpha, params_.beta};
   const auto topo = make_topology("switch", nranks_, link, link);
   const auto programs = build_all(algo, spec);

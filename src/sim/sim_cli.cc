@@ -163,10 +163,8 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
               lower_bound(*coll, a.ranks, m, params).combined(), false};
       // The closed form only where it is exact: on the topology and port
       // count it assumes.
-      const Formula* f = find_formula(*coll, al->name);
-      if (f != nullptr && formula_applies(*f, topo->name(), a.ranks, a.ports))
-        if (Prediction p = closed_form(*coll, al->name, a.ranks, m, params); p.ok)
-          row.formula = p.seconds;
+      if (const Formula* f = find_formula_on(*coll, al->name, topo->name(), a.ranks, a.ports))
+        if (Prediction p = f->time(a.ranks, m, params); p.ok) row.formula = p.seconds;
       rows.push_back(std::move(row));
     }
     if (!rows.empty()) {
