@@ -218,6 +218,32 @@ Prediction bruck_allgather_time(int n, double m, const CostParams& p) {
   return Prediction::time(log2_ceil(n) * p.alpha + (n - 1) * m / n / p.beta);
 }
 
+// --- double binary tree (double_binary_tree.cc) --------------------------------
+// For N = 2^H ranks, 2 ports and one segment per tree (M/2 up to the segment
+// size), each half goes H levels up and H down its tree; the two trees use
+// different ports at the ranks where both are active, so a level costs
+// alpha + (M/2)/beta and the halves never wait for each other:
+//   2H alpha + H M/beta + (2H-1) gamma M/2,
+// the seed's 2 log2 N alpha + log2 N M/beta. The gamma term is the folds on
+// the longest path up a tree, 2H-1 halves: a rank with two children folds the
+// second child's half after the first, two per level on that path but one at
+// its bottom, where the in-order tree's leftmost interior rank has one child
+// (confirmed by the simulator for N = 2..64).
+// With 1 port the two trees' messages queue at shared ports; with several
+// segments they pipeline; for other N the trees' shapes differ: no form.
+Prediction double_binary_tree_time(int n, double m, const CostParams& p) {
+  if (n == 1) return Prediction::time(0);
+  if (!is_pow2(n))
+    return Prediction::none("double_binary_tree has a closed form for N = 2^k only");
+  const double seg = static_cast<double>(p.segment_bytes ? p.segment_bytes : kDefaultSegmentBytes);
+  if (m / 2 > seg)
+    return Prediction::none(
+        "double_binary_tree has a closed form for one segment per tree only (M/2 up to the "
+        "segment size); segments pipeline through the levels");
+  const double h = floor_log2(n);
+  return Prediction::time(2 * h * p.alpha + h * m / p.beta + (2 * h - 1) * p.gamma * m / 2);
+}
+
 // --- reduce + broadcast (reduce_broadcast.cc) ----------------------------------
 // The binomial Reduce to rank 0, then the binomial Broadcast from it.
 Prediction reduce_broadcast_time(int n, double m, const CostParams& p) {
@@ -297,6 +323,8 @@ const Formula kFormulas[] = {
      "log2 N (alpha + M/beta + M gamma), N = 2^k"},
     {C::allgather, "recursive_doubling", recursive_doubling_allgather_time, 0, "switch hypercube",
      "log2 N alpha + (N-1)/N M/beta, N = 2^k"},
+    {C::allreduce, "double_binary_tree", double_binary_tree_time, 2, "switch",
+     "2 log2 N alpha + log2 N M/beta + (2 log2 N - 1) gamma M/2, N = 2^k, M/2 <= segment"},
     {C::allgather, "bruck", bruck_allgather_time, 0, "switch", "ceil(log2 N) alpha + (N-1)/N M/beta"},
     {C::allreduce, "reduce_broadcast", reduce_broadcast_time, 0, "switch",
      "binomial reduce + binomial broadcast (N = 2^k: log2 N (2 alpha + 2 M/beta + M gamma))"},

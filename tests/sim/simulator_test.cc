@@ -310,7 +310,7 @@ TEST(ClosedForms, SimulatorMatchesEveryFormula) {
         }
       }
     }
-    EXPECT_GE(checked, checked_before + 30)
+    EXPECT_GE(checked, checked_before + 20)
         << to_string(f.collective) << "(" << f.algorithm << ") was hardly ever compared";
   }
   EXPECT_GT(checked, 1000u);
