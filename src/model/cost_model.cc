@@ -224,11 +224,10 @@ Prediction bruck_allgather_time(int n, double m, const CostParams& p) {
 // different ports at the ranks where both are active, so a level costs
 // alpha + (M/2)/beta and the halves never wait for each other:
 //   2H alpha + H M/beta + (2H-1) gamma M/2,
-// the seed's 2 log2 N alpha + log2 N M/beta. The gamma term is the folds on
-// the longest path up a tree, 2H-1 halves: a rank with two children folds the
-// second child's half after the first, two per level on that path but one at
-// its bottom, where the in-order tree's leftmost interior rank has one child
-// (confirmed by the simulator for N = 2..64).
+// the seed's 2 log2 N alpha + log2 N M/beta. The gamma term, 2H-1 folds of
+// M/2, is the longest chain of folds up a tree (a rank with two children folds
+// the second child's half after the first); the simulator confirms the whole
+// form for N = 2, 4, ..., 64.
 // With 1 port the two trees' messages queue at shared ports; with several
 // segments they pipeline; for other N the trees' shapes differ: no form.
 Prediction double_binary_tree_time(int n, double m, const CostParams& p) {
