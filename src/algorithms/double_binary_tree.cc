@@ -38,11 +38,13 @@
 //                   its parent; 2 (N-1) S per tree in all
 //   bytes per rank: at most 4 ceil(M/2) sent (M/2 up in each tree plus 2 M/2
 //                   down in the tree where it is interior), as many received
-//   cost:           pipelined, segments of m bytes, S = M/(2m):
-//                   (S + 2H) (alpha + m/beta) with one port per link (the
-//                   busiest link carries M/2 each way per tree: about
-//                   2H alpha + M/beta for S >> H); a one-port rank needs up to
-//                   2M/beta; gamma: M/2 folded per child, M gamma at most.
+//   cost:           pipelined, segments of m bytes, S = M/(2m) per tree:
+//                   (S + 2H) (alpha + m/beta) for one tree on its own links
+//                   (~ 2H alpha + M/(2 beta) for S >> H); a link both trees
+//                   use in the same direction carries M/2 of each, so with
+//                   one port per link about 2H alpha + M/beta, and a rank
+//                   with a single port sends up to 2M: 2M/beta. gamma: M/2
+//                   folded per child, M gamma at most per rank.
 //                   The seed's unpipelined form: 2 log2 N alpha + log2 N M/beta.
 //   scratch:        M/2 on a rank with two children in one of the trees
 //
