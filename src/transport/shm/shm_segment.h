@@ -6,17 +6,21 @@
 //   +----------------+  SegmentHeader: identity (magic, pid, geometry), R's
 //   | header         |  doorbell (futex word + "I sleep" flag) and R's
 //   +----------------+  abort/closed flags with the abort reason
-//   | FifoControl[0] |  one per sending rank S (entry R unused): the head
-//   | FifoControl[1] |  index that S advances and the tail index that R
-//   | ...            |  advances, each on its own cache line
+//   | FifoControl[0] |  one per sending rank S (entry R unused): the tail
+//   | FifoControl[1] |  index that R advances, on its own cache line, and
+//   | ...            |  R's report of a size mismatch
 //   +----------------+
 //   | slots of S=0   |  `slots` slots per sending rank (none for R itself);
 //   | slots of S=1   |  a slot is a 64-byte SlotHeader followed by
 //   | ...            |  `slot_bytes` of payload
 //   +----------------+
 //
-// Head and tail count slots since the start (they never wrap in practice: 2^64
-// slots), so "full" is head - tail == slots and "empty" is head == tail.
+// Slot indices count from the start of the FIFO (2^64 never wraps); index i
+// lives in slot i mod slots. The sender publishes slot i by storing i + 1 in
+// its header's `seq` (after the rest), so the receiver polls one word in the
+// very cache line that carries the header and, for a message of up to
+// kSmallBytes, the payload too: a small message costs the receiver one cache
+// miss. The sender may reuse slot i for index i + slots once tail > i.
 #pragma once
 
 #include <atomic>
@@ -65,8 +69,6 @@ struct alignas(kCacheLine) SegmentHeader {
 
 // Control block of one FIFO (sender S -> owner R).
 struct FifoControl {
-  // Slots published by the sender (written by S only).
-  alignas(kCacheLine) std::atomic<uint64_t> head{0};
   // Slots consumed by the receiver (written by R only). The sender reads it to
   // find free slots and to learn that a message was taken.
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
@@ -82,13 +84,19 @@ enum class SlotKind : uint32_t {
   cross_memory = 2,  // payload stays in the sender: read it with process_vm_readv
 };
 
-// Written by the sender before it publishes the slot through `head`.
+inline constexpr size_t kSmallBytes = 24;
+
+// Written by the sender; `seq` last.
 struct alignas(kCacheLine) SlotHeader {
-  uint64_t message_bytes;  // size of the whole message
-  uint64_t offset;         // of this fragment within the message
-  uint64_t fragment_bytes; // payload bytes in this slot (inline_data)
-  uint64_t address;        // sender's buffer (cross_memory)
-  SlotKind kind;
+  std::atomic<uint64_t> seq{0};  // 1 + slot index once published
+  uint64_t message_bytes = 0;    // size of the whole message
+  uint64_t offset = 0;           // of this fragment within the message
+  uint64_t address = 0;          // sender's buffer (cross_memory)
+  uint32_t fragment_bytes = 0;   // payload bytes in this slot (inline_data)
+  SlotKind kind = SlotKind::inline_data;
+  // The payload of a message of at most kSmallBytes; larger fragments follow
+  // the header. 8-byte aligned, so any element type reduces from here.
+  alignas(8) std::byte small[kSmallBytes] = {};
 };
 static_assert(sizeof(SlotHeader) == kCacheLine);
 

@@ -4,14 +4,15 @@
 //
 // Protocol of one message a -> b (FIFO in b's segment, sender index a):
 //   - inline: the message is cut into fragments of slot_bytes; each fragment
-//     goes into the next free slot with a SlotHeader, and head is advanced
-//     (release) after each, so b consumes fragment k while a fills k+1. A
-//     zero-byte message still takes one slot.
+//     goes into the next free slot, published by its header's seq, so b
+//     consumes fragment k while a fills k+1. A message of at most kSmallBytes
+//     rides in the header's own cache line. A zero-byte message still takes
+//     one slot.
 //   - cross_memory (bytes >= cma_threshold, when every rank could read every
 //     other with process_vm_readv at set-up): one slot carries the address of
 //     a's buffer; b reads (or reads and reduces, in cache-sized pieces) straight
 //     from a's memory into dst.
-//   - b advances tail (release) after it has used a slot. A send completes
+//   - b advances tail after it has used a slot. A send completes
 //     when tail has passed its last slot: then the data has left src and b
 //     has checked the size. This is rendezvous completion, like the inproc
 //     transport; programs never rely on a send completing before its receive
@@ -21,7 +22,7 @@
 //
 // Wake-ups: a rank that found nothing to do for `spin` announces it sleeps
 // (doorbell.sleeping = 1), makes one last progress pass, and futex-waits on
-// doorbell.seq for at most kLivenessPeriod. A peer that publishes a head or a
+// doorbell.seq for at most kLivenessPeriod. A peer that publishes a slot or a
 // tail this rank may be waiting for then checks `sleeping` (all seq_cst) and only
 // then bumps seq and issues FUTEX_WAKE (Dekker's pattern: either the waiter's
 // last pass sees the new index, or the publisher sees `sleeping`).
@@ -59,12 +60,17 @@ using shm::SlotKind;
 // A sleeping rank wakes at least this often to check that the peers it waits
 // for are still alive (a SIGKILLed peer rings no doorbell).
 constexpr std::chrono::milliseconds kLivenessPeriod{100};
+// SlotHeader::fragment_bytes is 32 bits.
+constexpr size_t kMaxSlotBytes = size_t{1} << 30;
 // Piece size for a reduction over the cross-memory path: process_vm_readv
 // into a buffer this small stays in L2, and the reduction reads it from
 // there, so the piece costs about one extra pass over cache, not over DRAM.
 constexpr size_t kCrossMemoryPiece = size_t{64} << 10;
-// Busy-wait iterations between clock reads in the spin phase when the rank
-// has a core of its own.
+// The start of the spin phase that busy-waits without yielding, when the
+// rank may have a core of its own: long enough for a peer on another core to
+// answer a small message, short enough not to matter when it shares ours.
+constexpr std::chrono::microseconds kPausePhase{5};
+// Pause instructions between polls in that phase.
 constexpr int kPauseBurst = 16;
 
 inline void cpu_relax() {
@@ -104,13 +110,12 @@ struct Peer {
   // Where this rank sends: the FIFO in the peer's segment.
   FifoControl* out = nullptr;
   std::byte* out_slots = nullptr;
-  uint64_t out_head = 0;        // only this rank writes it
+  uint64_t out_next = 0;        // index of the next slot to publish
   uint64_t out_tail_seen = 0;   // last tail read from the peer
   // Where this rank receives from the peer: the FIFO in its own segment.
   FifoControl* in = nullptr;
   std::byte* in_slots = nullptr;
   uint64_t in_tail = 0;         // only this rank writes it
-  uint64_t in_head_seen = 0;
   std::deque<PendingSend> sends;
   size_t first_unwritten = 0;   // index into sends
   std::deque<PendingRecv> recvs;
@@ -183,13 +188,19 @@ class ShmTransport final : public Transport {
     progress(done);
     if (done.size() > before) return;
 
-    // Spin phase: cheap polls, giving the core away when it is shared.
-    const auto spin_end = Clock::now() + spin_;
-    while (Clock::now() < spin_end) {
-      if (oversubscribed_) {
-        ::sched_yield();
-      } else {
+    // Spin phase: cheap polls. Only the first few microseconds spin on the
+    // core (and not at all with more ranks than cores); after that every poll
+    // yields, because the peer we wait for may need this very core -- on a
+    // busy host it often does, and a pure spin would then cost the whole
+    // budget plus a futex wake-up per message.
+    const auto start = Clock::now();
+    const auto spin_end = start + spin_;
+    const auto pause_end = start + std::min<Clock::duration>(spin_, kPausePhase);
+    for (auto now = start; now < spin_end; now = Clock::now()) {
+      if (!oversubscribed_ && now < pause_end) {
         for (int i = 0; i < kPauseBurst; ++i) cpu_relax();
+      } else {
+        ::sched_yield();
       }
       progress(done);
       if (done.size() > before) return;
@@ -254,13 +265,9 @@ class ShmTransport final : public Transport {
 
   void receive_from(Peer& p, std::vector<RequestId>& done) {
     while (!p.recvs.empty()) {
-      if (p.in_tail == p.in_head_seen) {
-        p.in_head_seen = p.in->head.load(std::memory_order_seq_cst);
-        if (p.in_tail == p.in_head_seen) return;
-      }
       std::byte* s = slot(p.in_slots, p.in_tail);
-      SlotHeader h;
-      std::memcpy(&h, s, sizeof h);
+      auto& h = *reinterpret_cast<SlotHeader*>(s);
+      if (h.seq.load(std::memory_order_seq_cst) != p.in_tail + 1) return;
       PendingRecv& r = p.recvs.front();
       if (r.received == 0 && h.offset == 0 && h.message_bytes != r.bytes) {
         p.in->error_expected.store(r.bytes, std::memory_order_relaxed);
@@ -279,7 +286,8 @@ class ShmTransport final : public Transport {
           fail(ErrorCode::internal, "rank ", rank_, ": shm: corrupt slot from peer ", p.rank,
                " (kind ", static_cast<uint32_t>(h.kind), ", offset ", h.offset, ", fragment ",
                h.fragment_bytes, " B, expected offset ", r.received, " of ", r.bytes, " B)");
-        if (h.fragment_bytes > 0) deliver(r, s + kCacheLine, h.fragment_bytes);
+        const std::byte* data = h.message_bytes <= shm::kSmallBytes ? h.small : s + kCacheLine;
+        if (h.fragment_bytes > 0) deliver(r, data, h.fragment_bytes);
         r.received += h.fragment_bytes;
       }
       ++p.in_tail;
@@ -344,30 +352,32 @@ class ShmTransport final : public Transport {
   void send_to(Peer& p, std::vector<RequestId>& done) {
     // Fill free slots with the unwritten sends, in order.
     while (p.first_unwritten < p.sends.size()) {
-      if (p.out_head - p.out_tail_seen == layout_.slots) {
+      if (p.out_next - p.out_tail_seen == layout_.slots) {
         p.out_tail_seen = p.out->tail.load(std::memory_order_seq_cst);
-        if (p.out_head - p.out_tail_seen == layout_.slots) break;
+        if (p.out_next - p.out_tail_seen == layout_.slots) break;
       }
       PendingSend& m = p.sends[p.first_unwritten];
-      std::byte* s = slot(p.out_slots, p.out_head);
-      SlotHeader h{};
+      std::byte* s = slot(p.out_slots, p.out_next);
+      auto& h = *reinterpret_cast<SlotHeader*>(s);
       h.message_bytes = m.bytes;
       h.offset = m.written;
       if (m.cross_memory) {
         h.kind = SlotKind::cross_memory;
         h.address = reinterpret_cast<uint64_t>(m.data);
+        h.fragment_bytes = 0;
         m.written = m.bytes;
       } else {
+        const size_t n = std::min(layout_.slot_bytes, m.bytes - m.written);
         h.kind = SlotKind::inline_data;
-        h.fragment_bytes = std::min(layout_.slot_bytes, m.bytes - m.written);
-        if (h.fragment_bytes > 0) std::memcpy(s + kCacheLine, m.data + m.written, h.fragment_bytes);
-        m.written += h.fragment_bytes;
+        h.fragment_bytes = static_cast<uint32_t>(n);
+        std::byte* data = m.bytes <= shm::kSmallBytes ? h.small : s + kCacheLine;
+        if (n > 0) std::memcpy(data, m.data + m.written, n);
+        m.written += n;
       }
-      std::memcpy(s, &h, sizeof h);
-      if (h.offset == 0) m.first_slot = p.out_head;
-      m.last_slot = p.out_head;
-      ++p.out_head;
-      p.out->head.store(p.out_head, std::memory_order_seq_cst);
+      if (h.offset == 0) m.first_slot = p.out_next;
+      m.last_slot = p.out_next;
+      ++p.out_next;
+      h.seq.store(p.out_next, std::memory_order_seq_cst);  // publishes the slot
       p.touched = true;
       if (m.written == m.bytes) {
         m.all_written = true;
@@ -402,8 +412,8 @@ class ShmTransport final : public Transport {
          p.out->error_expected.load(std::memory_order_relaxed), " B");
   }
 
-  // Wakes the touched peers that announced they sleep. Every head/tail store
-  // and load, the waiter's `sleeping` store and this load of it are seq_cst,
+  // Wakes the touched peers that announced they sleep. Every slot seq and
+  // tail store and load, the waiter's `sleeping` store and this load of it are seq_cst,
   // so they sit in one total order: if the waiter's last pass missed an index
   // published here, its `sleeping = 1` came before that store, hence before
   // this load, which therefore sees it. (Fences would do the same but are not
@@ -577,9 +587,11 @@ std::unique_ptr<Transport> make_shm_transport(Store& store, int rank, int size,
   if (options.slots < 2)
     fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: slots = ", options.slots,
          "; at least 2 are needed to pipeline a message");
-  if (options.slot_bytes == 0 || options.slot_bytes % kCacheLine != 0)
+  if (options.slot_bytes == 0 || options.slot_bytes % kCacheLine != 0 ||
+      options.slot_bytes > kMaxSlotBytes)
     fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: slot_bytes = ",
-         options.slot_bytes, " must be a positive multiple of ", kCacheLine);
+         options.slot_bytes, " must be a positive multiple of ", kCacheLine, " up to ",
+         kMaxSlotBytes);
   if (options.spin.count() < 0)
     fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: negative spin");
   auto t = std::make_unique<ShmTransport>(rank, size, options);

@@ -36,8 +36,13 @@ struct ShmOptions {
   size_t slot_bytes = size_t{256} << 10;
   size_t slots = 8;
   // Messages of at least this many bytes go single-copy (process_vm_readv)
-  // when the kernel permits it; 0 disables the single-copy path.
-  size_t cma_threshold = size_t{256} << 10;
+  // when the kernel permits it; 0 (the default) disables the single-copy path.
+  // Off by default because, measured on the 2-core development host
+  // (bench/shm_benchmark), the two-copy slot pipeline gave about twice the
+  // N=2 ring AllReduce bus bandwidth (reductions through process_vm_readv
+  // need a read into a small buffer first, and the kernel's page pinning is
+  // slow there); CMA only won plain 64 MiB streams, by about a quarter.
+  size_t cma_threshold = 0;
   // Deadline for set-up (store exchange and attaching the peers' segments).
   Deadline deadline = Clock::now() + std::chrono::seconds(60);
 };
