@@ -61,6 +61,13 @@ struct Failure {
 bool writes_dst(OpKind k) { return k != OpKind::send; }
 
 class Verifier {
+  // The memory of every rank under one layout.
+  struct World {
+    bool in_place = false;
+    std::vector<Layout> layouts;
+    std::vector<std::unique_ptr<SymbolicMemory>> memory;
+    std::optional<OpRef> poison;  // first op that reduced undefined data
+  };
  public:
   Verifier(const CollectiveSpec& spec, std::span<const Program> programs, std::string_view name,
            VerifyResult& result)
@@ -78,8 +85,7 @@ class Verifier {
     result_.in_place_checked = has_in_place;
     check_races(false);
     if (has_in_place) check_races(true);
-    simulate(false);
-    if (has_in_place) simulate(true);
+    simulate(has_in_place);
   }
 
  private:
@@ -90,7 +96,7 @@ class Verifier {
                             " count=", spec_.count);
     if (spec_.collective == Collective::broadcast || spec_.collective == Collective::reduce)
       s += str_cat(" root=", spec_.root);
-    if (!layout_name_.empty()) s += " " + layout_name_;
+    if (!layout_name_.empty()) s += str_cat(" ", layout_name_);
     return s;
   }
 
@@ -102,7 +108,7 @@ class Verifier {
       where = str_cat("rank ", rank, " op ", op, " (", describe(op_at(rank, op)), "): ");
     else if (rank >= 0)
       where = str_cat("rank ", rank, ": ");
-    throw Failure{VerifyError{kind, rank, op, layout_name_,
+    throw Failure{VerifyError{kind, rank, op, std::string(layout_name_),
                               str_cat(context(), ": ", where, what)}};
   }
 
@@ -338,7 +344,7 @@ class Verifier {
                                                 : VerifyErrorKind::overlapping_operands,
              r, kNoOp, f->message);
     }
-    layout_name_.clear();
+    layout_name_ = {};
   }
 
   // ---- 4 + 5. the symbolic run -------------------------------------------
@@ -363,7 +369,7 @@ class Verifier {
       Segment res{len, sa.delta, RankSetPool::kUndefined};
       if (sa.set == RankSetPool::kUndefined || sb.set == RankSetPool::kUndefined) {
         res.delta = 0;
-        if (!poison_) poison_ = OpRef{r, op};
+        if (!world_->poison) world_->poison = OpRef{r, op};
       } else {
         if (sa.delta != sb.delta)
           fail(VerifyErrorKind::misaligned_reduce, r, op,
@@ -389,11 +395,20 @@ class Verifier {
     }
   }
 
+  // Applies op i of rank r (a copy or reduce) to every layout's memory.
   void apply_local(int r, OpIndex i) {
     const Op& o = op_at(r, i);
-    const Layout& l = layouts_[static_cast<size_t>(r)];
-    SymbolicMemory& m = *memory_[static_cast<size_t>(r)];
     if (o.dst.count == 0) return;
+    for (World& w : worlds_) {
+      enter(w);
+      apply_local(w, r, i, o);
+    }
+    leave();
+  }
+
+  void apply_local(World& w, int r, OpIndex i, const Op& o) {
+    const Layout& l = w.layouts[static_cast<size_t>(r)];
+    SymbolicMemory& m = *w.memory[static_cast<size_t>(r)];
     if (o.kind == OpKind::copy) {
       if (is_noop_copy(o, l)) return;
       m.read(l.address(o.src), o.src.count, seg_a_);
@@ -406,14 +421,23 @@ class Verifier {
     }
   }
 
+  // Moves a matched message in every layout's memory.
   void apply_message(int sender, OpIndex si, int receiver, OpIndex ri) {
     const Op& so = op_at(sender, si);
     const Op& ro = op_at(receiver, ri);
     if (so.src.count == 0) return;
-    const Layout& ls = layouts_[static_cast<size_t>(sender)];
-    const Layout& lr = layouts_[static_cast<size_t>(receiver)];
-    SymbolicMemory& mr = *memory_[static_cast<size_t>(receiver)];
-    memory_[static_cast<size_t>(sender)]->read(ls.address(so.src), so.src.count, seg_b_);
+    for (World& w : worlds_) {
+      enter(w);
+      apply_message(w, sender, so, receiver, ri, ro);
+    }
+    leave();
+  }
+
+  void apply_message(World& w, int sender, const Op& so, int receiver, OpIndex ri, const Op& ro) {
+    const Layout& ls = w.layouts[static_cast<size_t>(sender)];
+    const Layout& lr = w.layouts[static_cast<size_t>(receiver)];
+    SymbolicMemory& mr = *w.memory[static_cast<size_t>(receiver)];
+    w.memory[static_cast<size_t>(sender)]->read(ls.address(so.src), so.src.count, seg_b_);
     if (ro.kind == OpKind::recv) {
       mr.write(lr.address(ro.dst), seg_b_);
     } else {
@@ -423,20 +447,28 @@ class Verifier {
     }
   }
 
-  void init_memory(bool in_place) {
-    layouts_.clear();
-    memory_.clear();
+  void init_world(World& w, bool in_place) {
+    w.in_place = in_place;
     for (int r = 0; r < spec_.nranks; ++r) {
-      layouts_.push_back(layout_for(r, in_place));
-      const Layout& l = layouts_.back();
+      w.layouts.push_back(layout_for(r, in_place));
+      const Layout& l = w.layouts.back();
       auto m = std::make_unique<SymbolicMemory>(l.size);
       const Program& p = programs_[static_cast<size_t>(r)];
       // A broadcast's Input means nothing off the root.
       const bool defined = spec_.collective != Collective::broadcast || r == spec_.root;
       if (defined && p.input_count > 0)
         m->write(l.base[0], Segments{{p.input_count, 0, pool_.singleton(r)}});
-      memory_.push_back(std::move(m));
+      w.memory.push_back(std::move(m));
     }
+  }
+
+  void enter(World& w) {
+    world_ = &w;
+    layout_name_ = w.in_place ? "in_place" : "out_of_place";
+  }
+  void leave() {
+    world_ = nullptr;
+    layout_name_ = {};
   }
 
   // Runs every rank to completion (or deadlock) under rendezvous sends, moving
@@ -565,7 +597,7 @@ class Verifier {
     const size_t stuck = total - done;
     // Tell whether unbounded buffering would have saved it.
     const size_t eager_done = run_events(false, true, false);
-    layout_name_.clear();  // a deadlock does not depend on the layout
+    leave();  // a deadlock does not depend on the layout
     const std::string kind = eager_done == total
                                  ? "deadlock under rendezvous sends (it completes only with "
                                    "unbounded buffering)"
@@ -574,17 +606,20 @@ class Verifier {
          str_cat(kind, ": ", stuck, " of ", total, " ops never complete; ", chain));
   }
 
-  void simulate(bool in_place) {
-    set_layout_name(in_place);
-    init_memory(in_place);
-    poison_.reset();
-    const bool first = !in_place;
-    const size_t done = run_events(true, false, first);
+  // One run of all ranks that moves the symbolic content of every layout at
+  // once: the order of events does not depend on the layout.
+  void simulate(bool with_in_place) {
+    worlds_.resize(with_in_place ? 2 : 1);
+    for (size_t k = 0; k < worlds_.size(); ++k) init_world(worlds_[k], k == 1);
+    const size_t done = run_events(true, false, true);
     if (done != base_.back()) report_deadlock(done);
-    if (first) record_timing();
-    for (int r = 0; r < spec_.nranks; ++r) check_output(r);
-    if (first && spec_.collective == Collective::barrier) check_barrier();
-    layout_name_.clear();
+    record_timing();
+    for (World& w : worlds_) {
+      enter(w);
+      for (int r = 0; r < spec_.nranks; ++r) check_output(w, r);
+      leave();
+    }
+    if (spec_.collective == Collective::barrier) check_barrier();
   }
 
   void record_timing() {
@@ -629,12 +664,12 @@ class Verifier {
     return s;
   }
 
-  void check_output(int r) {
+  void check_output(const World& w, int r) {
     const auto want = expected(r);
     if (!want) return;
     const Program& p = programs_[static_cast<size_t>(r)];
-    const Layout& l = layouts_[static_cast<size_t>(r)];
-    memory_[static_cast<size_t>(r)]->read(l.base[1], p.output_count, seg_a_);
+    const Layout& l = w.layouts[static_cast<size_t>(r)];
+    w.memory[static_cast<size_t>(r)]->read(l.base[1], p.output_count, seg_a_);
     const Segments& have = seg_a_;
     size_t ia = 0, ib = 0, ua = 0, ub = 0, k = 0;
     while (ia < have.size() && ib < want->size()) {
@@ -646,8 +681,8 @@ class Verifier {
       }
       if (!sa.same_content(sb)) {
         std::string hint;
-        if (sa.set == RankSetPool::kUndefined && poison_)
-          hint = str_cat(" (rank ", poison_->rank, " op ", poison_->op,
+        if (sa.set == RankSetPool::kUndefined && w.poison)
+          hint = str_cat(" (rank ", w.poison->rank, " op ", w.poison->op,
                          " reduced undefined data)");
         else if (sa.set != RankSetPool::kUndefined && sa.delta == sb.delta &&
                  pool_.first_missing(sb.set, sa.set) >= 0)
@@ -684,7 +719,7 @@ class Verifier {
   std::string_view name_;
   VerifyResult& result_;
   RankSetPool pool_;
-  std::string layout_name_;
+  std::string_view layout_name_;
   Matching matching_;
 
   std::vector<size_t> base_;
@@ -693,10 +728,9 @@ class Verifier {
   std::vector<uint8_t> state_;
   std::vector<SetId> know_start_, know_end_;
 
-  std::vector<Layout> layouts_;
-  std::vector<std::unique_ptr<SymbolicMemory>> memory_;
+  std::vector<World> worlds_;
+  World* world_ = nullptr;  // the one being updated, for messages
   Segments seg_a_, seg_b_, seg_c_;
-  std::optional<OpRef> poison_;
 };
 
 }  // namespace
