@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace chorus {
@@ -149,25 +149,26 @@ void with_pair(benchmark::State& state, const Geometry& geometry, bool cma,
 void BM_PingPong(benchmark::State& state, Geometry geometry) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   auto* st = &state;
-  with_pair(state, geometry, state.range(1) != 0, [&](int rank, std::unique_ptr<Transport>& t, uint64_t n) {
-    // Buffers are made after fork(), so no copy-on-write fault lands in a timed loop.
-    std::vector<std::byte> buf(bytes, std::byte{1});
-    const int peer = 1 - rank;
-    if (rank == 0) {
-      for (auto _ : *st) {
-        wait_ids(*t, {t->isend(peer, buf.data(), bytes)});
-        wait_ids(*t, {t->irecv(peer, buf.data(), bytes, nullptr)});
-      }
-    } else {
-      for (uint64_t i = 0; i < n; ++i) {
-        wait_ids(*t, {t->irecv(peer, buf.data(), bytes, nullptr)});
-        wait_ids(*t, {t->isend(peer, buf.data(), bytes)});
-      }
-    }
-  });
-  state.counters["one_way_us"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * 2e-6,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  with_pair(state, geometry, state.range(1) != 0,
+            [&](int rank, std::unique_ptr<Transport>& t, uint64_t n) {
+              // Buffers are made after fork(), so no copy-on-write fault lands in a timed loop.
+              std::vector<std::byte> buf(bytes, std::byte{1});
+              const int peer = 1 - rank;
+              if (rank == 0) {
+                for (auto _ : *st) {
+                  wait_ids(*t, {t->isend(peer, buf.data(), bytes)});
+                  wait_ids(*t, {t->irecv(peer, buf.data(), bytes, nullptr)});
+                }
+              } else {
+                for (uint64_t i = 0; i < n; ++i) {
+                  wait_ids(*t, {t->irecv(peer, buf.data(), bytes, nullptr)});
+                  wait_ids(*t, {t->isend(peer, buf.data(), bytes)});
+                }
+              }
+            });
+  state.counters["one_way_us"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2e-6,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 *
                           static_cast<int64_t>(bytes));
 }
@@ -176,26 +177,28 @@ void BM_Stream(benchmark::State& state, Geometry geometry) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   const size_t window = bytes <= (size_t{1} << 20) ? 16 : 4;
   auto* st = &state;
-  with_pair(state, geometry, state.range(1) != 0, [&](int rank, std::unique_ptr<Transport>& t, uint64_t n) {
-    std::vector<std::vector<std::byte>> bufs(window, std::vector<std::byte>(bytes, std::byte{2}));
-    uint64_t ack = 0;
-    const int peer = 1 - rank;
-    std::vector<RequestId> ids;
-    auto one_window = [&] {
-      ids.clear();
-      for (auto& b : bufs)
-        ids.push_back(rank == 0 ? t->isend(peer, b.data(), bytes)
-                                : t->irecv(peer, b.data(), bytes, nullptr));
-      ids.push_back(rank == 0 ? t->irecv(peer, &ack, sizeof ack, nullptr)
-                              : t->isend(peer, &ack, sizeof ack));
-      wait_ids(*t, ids);
-    };
-    if (rank == 0) {
-      for (auto _ : *st) one_window();
-    } else {
-      for (uint64_t i = 0; i < n; ++i) one_window();
-    }
-  });
+  with_pair(state, geometry, state.range(1) != 0,
+            [&](int rank, std::unique_ptr<Transport>& t, uint64_t n) {
+              std::vector<std::vector<std::byte>> bufs(window,
+                                                       std::vector<std::byte>(bytes, std::byte{2}));
+              uint64_t ack = 0;
+              const int peer = 1 - rank;
+              std::vector<RequestId> ids;
+              auto one_window = [&] {
+                ids.clear();
+                for (auto& b : bufs)
+                  ids.push_back(rank == 0 ? t->isend(peer, b.data(), bytes)
+                                          : t->irecv(peer, b.data(), bytes, nullptr));
+                ids.push_back(rank == 0 ? t->irecv(peer, &ack, sizeof ack, nullptr)
+                                        : t->isend(peer, &ack, sizeof ack));
+                wait_ids(*t, ids);
+              };
+              if (rank == 0) {
+                for (auto _ : *st) one_window();
+              } else {
+                for (uint64_t i = 0; i < n; ++i) one_window();
+              }
+            });
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(window * bytes));
 }
@@ -205,26 +208,28 @@ void BM_AllReduceRing(benchmark::State& state, Geometry geometry) {
   const size_t count = bytes / sizeof(float);
   auto* st = &state;
   const int nranks = static_cast<int>(state.range(2));
-  with_group(state, nranks, geometry, state.range(1) != 0, [&](int, std::unique_ptr<Transport>& t, uint64_t n) {
-    std::vector<float> in(count, 1.0f), out(count, 0.0f);
-    Config config;
-    const bool parent = t->rank() == 0;
-    Communicator comm = make_communicator(std::move(t), config);
-    CallOptions options;
-    options.algorithm = "ring";
-    auto once = [&] {
-      comm.allreduce(in.data(), out.data(), count, DataType::float32, ReduceOp::sum, options);
-    };
-    if (parent) {
-      for (auto _ : *st) once();
-    } else {
-      for (uint64_t i = 0; i < n; ++i) once();
-    }
-  });
-  state.counters["busbw_GBps"] = benchmark::Counter(
-      2.0 * (nranks - 1) / nranks * static_cast<double>(bytes) *
-          static_cast<double>(state.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
+  with_group(state, nranks, geometry, state.range(1) != 0,
+             [&](int, std::unique_ptr<Transport>& t, uint64_t n) {
+               std::vector<float> in(count, 1.0f), out(count, 0.0f);
+               Config config;
+               const bool parent = t->rank() == 0;
+               Communicator comm = make_communicator(std::move(t), config);
+               CallOptions options;
+               options.algorithm = "ring";
+               auto once = [&] {
+                 comm.allreduce(in.data(), out.data(), count, DataType::float32, ReduceOp::sum,
+                                options);
+               };
+               if (parent) {
+                 for (auto _ : *st) once();
+               } else {
+                 for (uint64_t i = 0; i < n; ++i) once();
+               }
+             });
+  state.counters["busbw_GBps"] =
+      benchmark::Counter(2.0 * (nranks - 1) / nranks * static_cast<double>(bytes) *
+                             static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 // lo, lo*step, ... and hi itself, each through slots only and with CMA.
@@ -275,7 +280,8 @@ int main(int argc, char** argv) {
     for (int64_t ranks : {2, 4})
       for (int64_t cma : {0, 1}) {
         b->Args({8, cma, ranks});
-        for (int64_t s = int64_t{64} << 10; s <= int64_t{256} << 20; s *= 4) b->Args({s, cma, ranks});
+        for (int64_t s = int64_t{64} << 10; s <= int64_t{256} << 20; s *= 4)
+          b->Args({s, cma, ranks});
       }
     b->ArgNames({"bytes", "cma", "n"})->UseRealTime();
   });

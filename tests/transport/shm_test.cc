@@ -67,7 +67,9 @@ void wait_all(Transport& t, std::vector<RequestId> ids, Deadline deadline) {
   }
 }
 
-Deadline in(std::chrono::milliseconds ms) { return Clock::now() + ms; }
+Deadline in(std::chrono::milliseconds ms) {
+  return Clock::now() + ms;
+}
 
 // Names in /dev/shm that a process with this pid created.
 std::vector<std::string> shm_entries_of(pid_t pid) {
@@ -194,7 +196,7 @@ void all_pairs_fifo(int n, const ShmOptions& options, size_t messages) {
   auto out = run_processes(n, options, [&](int rank, Transport& t) {
     std::vector<std::vector<std::byte>> sent, got;
     std::vector<RequestId> ids;
-    std::vector<std::tuple<int, size_t, size_t>> recv_of;  // src, k, index into got
+    std::vector<std::tuple<int, size_t, size_t>> recv_of;      // src, k, index into got
     auto size_of = [](size_t k) { return (k * 977) % 9000; };  // 0 .. 2 slots and more
     for (int peer = 0; peer < n; ++peer) {
       if (peer == rank) continue;
@@ -218,10 +220,18 @@ void all_pairs_fifo(int n, const ShmOptions& options, size_t messages) {
   expect_all_ok(out);
 }
 
-TEST(ShmTransport, FifoOrderTwoProcesses) { all_pairs_fifo(2, small_slots(), 400); }
-TEST(ShmTransport, FifoOrderThreeProcesses) { all_pairs_fifo(3, small_slots(), 150); }
-TEST(ShmTransport, FifoOrderFourProcesses) { all_pairs_fifo(4, small_slots(), 100); }
-TEST(ShmTransport, FifoOrderEightProcesses) { all_pairs_fifo(8, small_slots(), 40); }
+TEST(ShmTransport, FifoOrderTwoProcesses) {
+  all_pairs_fifo(2, small_slots(), 400);
+}
+TEST(ShmTransport, FifoOrderThreeProcesses) {
+  all_pairs_fifo(3, small_slots(), 150);
+}
+TEST(ShmTransport, FifoOrderFourProcesses) {
+  all_pairs_fifo(4, small_slots(), 100);
+}
+TEST(ShmTransport, FifoOrderEightProcesses) {
+  all_pairs_fifo(8, small_slots(), 40);
+}
 
 std::string path_name(const ::testing::TestParamInfo<bool>& p) {
   return p.param ? "CrossMemory" : "SlotsOnly";
@@ -234,8 +244,8 @@ TEST_P(ShmSizes, BoundarySizesArriveIntact) {
   ShmOptions o = small_slots();
   o.cma_threshold = GetParam() ? 8192 : 0;
   const size_t s = o.slot_bytes;
-  const std::vector<size_t> sizes = {0, 1, s - 1, s, s + 1, 2 * s, 3 * o.slots * s + 7,
-                                     size_t{64} << 20};
+  const std::vector<size_t> sizes = {
+      0, 1, s - 1, s, s + 1, 2 * s, 3 * o.slots * s + 7, size_t{64} << 20};
   auto out = run_processes(2, o, [&](int rank, Transport& t) {
     const int peer = 1 - rank;
     for (size_t k = 0; k < sizes.size(); ++k) {
@@ -249,16 +259,17 @@ TEST_P(ShmSizes, BoundarySizesArriveIntact) {
         check_message(got, peer, rank, k);
       }
       std::fill(got.begin(), got.end(), std::byte{0});
-      wait_all(t, {t.isend(peer, msg.data(), msg.size()), t.irecv(peer, got.data(), got.size(), nullptr)},
-               in(60s));
+      wait_all(
+          t,
+          {t.isend(peer, msg.data(), msg.size()), t.irecv(peer, got.data(), got.size(), nullptr)},
+          in(60s));
       check_message(got, peer, rank, k);
     }
   });
   expect_all_ok(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, ShmSizes, ::testing::Bool(),
-                         path_name);
+INSTANTIATE_TEST_SUITE_P(Paths, ShmSizes, ::testing::Bool(), path_name);
 
 // dst = local (+) incoming, for slot-spanning sizes, float sum and int32 max,
 // with dst aliasing local and apart from it.
@@ -269,8 +280,8 @@ TEST_P(ShmReduce, RecvReduceIsExact) {
   o.cma_threshold = GetParam() ? 8192 : 0;
   auto out = run_processes(2, o, [&](int rank, Transport& t) {
     const int peer = 1 - rank;
-    for (size_t count : {size_t{1}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{50'000},
-                         size_t{300'001}}) {
+    for (size_t count :
+         {size_t{1}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{50'000}, size_t{300'001}}) {
       std::vector<float> mine(count), theirs(count), sum(count);
       std::vector<int32_t> imine(count), itheirs(count);
       for (size_t i = 0; i < count; ++i) {
@@ -291,16 +302,14 @@ TEST_P(ShmReduce, RecvReduceIsExact) {
                in(60s));
       for (size_t i = 0; i < count; ++i) {
         require(dst[i] == mine[i] + theirs[i], "float sum wrong at ", i, " of ", count);
-        require(idst[i] == std::max(imine[i], itheirs[i]), "int32 max wrong at ", i, " of ",
-                count);
+        require(idst[i] == std::max(imine[i], itheirs[i]), "int32 max wrong at ", i, " of ", count);
       }
     }
   });
   expect_all_ok(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, ShmReduce, ::testing::Bool(),
-                         path_name);
+INSTANTIATE_TEST_SUITE_P(Paths, ShmReduce, ::testing::Bool(), path_name);
 
 // Both ranks send 64 MiB to each other at once through 4 small slots: each
 // must keep draining its incoming FIFO while its outgoing one is full.
@@ -334,8 +343,8 @@ TEST(ShmTransport, SizeMismatchFailsBothSides) {
       else
         wait_all(t, {t.irecv(0, buf.data(), 200, nullptr)}, in(10s));
     } catch (const Error& e) {
-      require(e.code() == ErrorCode::mismatch, "expected mismatch, got ", to_string(e.code()),
-              ": ", e.what());
+      require(e.code() == ErrorCode::mismatch, "expected mismatch, got ", to_string(e.code()), ": ",
+              e.what());
       require(std::string(e.what()).find("100") != std::string::npos &&
                   std::string(e.what()).find("200") != std::string::npos,
               "message should name both sizes: ", e.what());
@@ -475,8 +484,8 @@ void run_grid_over_shm(int n, Collective c, const std::string& algorithm, bool l
     }
     require(!must_serve || !served.empty(), algorithm, " serves no case of the grid");
     const auto errors = test::run_grid(comm, served, algorithm);
-    require(errors.empty(), errors.size(), " mismatches, first: ",
-            errors.empty() ? "" : errors.front());
+    require(errors.empty(), errors.size(),
+            " mismatches, first: ", errors.empty() ? "" : errors.front());
   });
   expect_all_ok(out);
 }

@@ -61,7 +61,9 @@ Segment& Segment::operator=(Segment&& other) noexcept {
   return *this;
 }
 
-Segment::~Segment() { release(); }
+Segment::~Segment() {
+  release();
+}
 
 void Segment::release() {
   unlink();
@@ -112,8 +114,7 @@ Segment Segment::attach(const std::string& name, size_t bytes) {
   return seg;
 }
 
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected,
-                std::chrono::nanoseconds timeout) {
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
   if (timeout.count() <= 0) return;
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);

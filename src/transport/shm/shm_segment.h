@@ -80,7 +80,7 @@ struct FifoControl {
 };
 
 enum class SlotKind : uint32_t {
-  inline_data = 1,  // payload follows in this slot
+  inline_data = 1,   // payload follows in this slot
   cross_memory = 2,  // payload stays in the sender: read it with process_vm_readv
 };
 

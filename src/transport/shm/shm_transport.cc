@@ -110,16 +110,16 @@ struct Peer {
   // Where this rank sends: the FIFO in the peer's segment.
   FifoControl* out = nullptr;
   std::byte* out_slots = nullptr;
-  uint64_t out_next = 0;        // index of the next slot to publish
-  uint64_t out_tail_seen = 0;   // last tail read from the peer
+  uint64_t out_next = 0;       // index of the next slot to publish
+  uint64_t out_tail_seen = 0;  // last tail read from the peer
   // Where this rank receives from the peer: the FIFO in its own segment.
   FifoControl* in = nullptr;
   std::byte* in_slots = nullptr;
-  uint64_t in_tail = 0;         // only this rank writes it
+  uint64_t in_tail = 0;  // only this rank writes it
   std::deque<PendingSend> sends;
-  size_t first_unwritten = 0;   // index into sends
+  size_t first_unwritten = 0;  // index into sends
   std::deque<PendingRecv> recvs;
-  bool touched = false;         // this pass published an index the peer may wait for
+  bool touched = false;  // this pass published an index the peer may wait for
 };
 
 class ShmTransport final : public Transport {
@@ -170,8 +170,8 @@ class ShmTransport final : public Transport {
     PendingRecv r{id, static_cast<std::byte*>(dst), bytes, reducer != nullptr,
                   reducer ? *reducer : Reducer{}};
     if (r.reduce && bytes % dtype_size(r.reducer.type) != 0)
-      fail(ErrorCode::invalid_argument, "rank ", rank_, ": shm irecv from peer ", peer, ": ",
-           bytes, " B is not a whole number of ", to_string(r.reducer.type), " elements");
+      fail(ErrorCode::invalid_argument, "rank ", rank_, ": shm irecv from peer ", peer, ": ", bytes,
+           " B is not a whole number of ", to_string(r.reducer.type), " elements");
     p.recvs.push_back(r);
     return id;
   }
@@ -468,11 +468,11 @@ class ShmTransport final : public Transport {
     for (int g : gone) {
       const Peer& p = peers_[static_cast<size_t>(g)];
       if (p.sends.empty() && p.recvs.empty()) continue;
-      fail(ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", g, " (pid ", p.pid, ") ",
-           p.header->closed.load(std::memory_order_acquire) != 0 ? "closed its transport"
-                                                                 : "exited",
-           " while this rank still has ", p.sends.size(), " send(s) and ", p.recvs.size(),
-           " receive(s) pending with it");
+      fail(
+          ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", g, " (pid ", p.pid, ") ",
+          p.header->closed.load(std::memory_order_acquire) != 0 ? "closed its transport" : "exited",
+          " while this rank still has ", p.sends.size(), " send(s) and ", p.recvs.size(),
+          " receive(s) pending with it");
     }
   }
 
@@ -493,11 +493,19 @@ class ShmTransport final : public Transport {
   uint64_t cma_probe_ = shm::kMagic;
 };
 
-std::string segment_key(int rank) { return str_cat("shm/segment/", rank); }
-std::string attached_key(int rank) { return str_cat("shm/attached/", rank); }
+std::string segment_key(int rank) {
+  return str_cat("shm/segment/", rank);
+}
+std::string attached_key(int rank) {
+  return str_cat("shm/attached/", rank);
+}
 
-std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string from_bytes(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+std::vector<uint8_t> to_bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+std::string from_bytes(const std::vector<uint8_t>& v) {
+  return {v.begin(), v.end()};
+}
 
 void ShmTransport::connect(Store& store, Deadline deadline) {
   // 1. Create this rank's segment and initialize it before anyone sees it.
@@ -549,9 +557,8 @@ void ShmTransport::connect(Store& store, Deadline deadline) {
     p.header = reinterpret_cast<SegmentHeader*>(p.segment.base());
     if (p.header->magic != shm::kMagic || p.header->version != shm::kLayoutVersion ||
         p.header->rank != q || p.header->size != size_)
-      fail(ErrorCode::mismatch, "rank ", rank_, ": shm set-up: segment ", peer_name, " of peer ",
-           q, " does not belong to this group (rank ", p.header->rank, " of ", p.header->size,
-           ")");
+      fail(ErrorCode::mismatch, "rank ", rank_, ": shm set-up: segment ", peer_name, " of peer ", q,
+           " does not belong to this group (rank ", p.header->rank, " of ", p.header->size, ")");
     p.out = reinterpret_cast<FifoControl*>(p.segment.base() + layout_.fifo_control_offset(rank_));
     p.out_slots = p.segment.base() + layout_.slot_area_offset(q, rank_);
     p.in = reinterpret_cast<FifoControl*>(base + layout_.fifo_control_offset(q));
@@ -589,9 +596,9 @@ std::unique_ptr<Transport> make_shm_transport(Store& store, int rank, int size,
          "; at least 2 are needed to pipeline a message");
   if (options.slot_bytes == 0 || options.slot_bytes % kCacheLine != 0 ||
       options.slot_bytes > kMaxSlotBytes)
-    fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: slot_bytes = ",
-         options.slot_bytes, " must be a positive multiple of ", kCacheLine, " up to ",
-         kMaxSlotBytes);
+    fail(ErrorCode::invalid_argument, "rank ", rank,
+         ": shm transport: slot_bytes = ", options.slot_bytes, " must be a positive multiple of ",
+         kCacheLine, " up to ", kMaxSlotBytes);
   if (options.spin.count() < 0)
     fail(ErrorCode::invalid_argument, "rank ", rank, ": shm transport: negative spin");
   auto t = std::make_unique<ShmTransport>(rank, size, options);
