@@ -114,9 +114,29 @@ class Sweep {
                                element_name(o.dst, layout_, at))};
   }
 
+  // The run holding `address`, searched from the last one found: one rank's
+  // ops mostly touch memory next to what the previous op touched.
+  Map::iterator locate(size_t address) {
+    if (finger_valid_) {
+      auto it = finger_;
+      for (int step = 0; step < 4; ++step) {
+        if (address < it->first) {
+          if (it == runs_.begin()) break;
+          --it;
+        } else if (address >= it->second.end) {
+          if (++it == runs_.end()) break;
+        } else {
+          return finger_ = it;
+        }
+      }
+    }
+    finger_valid_ = true;
+    return finger_ = std::prev(runs_.upper_bound(address));
+  }
+
   Map::iterator split(size_t address) {
     if (address >= layout_.size) return runs_.end();
-    auto it = std::prev(runs_.upper_bound(address));
+    auto it = locate(address);
     if (it->first == address) return it;
     Run tail = it->second;
     it->second.end = address;
@@ -124,7 +144,7 @@ class Sweep {
   }
 
   void gather(const Access& a) {
-    auto it = std::prev(runs_.upper_bound(a.address));
+    auto it = locate(a.address);
     const size_t end = a.address + a.count;
     for (; it != runs_.end() && it->first < end; ++it) {
       const size_t at = std::max(it->first, a.address);
@@ -208,6 +228,7 @@ class Sweep {
   void mark_write(const Access& a, OpIndex j) {
     auto first = split(a.address);
     auto stop = split(a.address + a.count);
+    finger_valid_ = false;  // it may point into the erased runs
     auto hint = runs_.erase(first, stop);
     auto fresh = runs_.emplace_hint(hint, a.address, Run{a.address + a.count, j, {}});
     // Merge with the previous run when it is the same writer with no readers:
@@ -217,13 +238,18 @@ class Sweep {
       if (prev->second.writer == j && prev->second.readers.empty()) {
         prev->second.end = fresh->second.end;
         runs_.erase(fresh);
+        fresh = prev;
       }
     }
+    finger_ = fresh;
+    finger_valid_ = true;
   }
 
   const Program& program_;
   const Layout& layout_;
   Map runs_;
+  Map::iterator finger_;
+  bool finger_valid_ = false;
   std::vector<Access> accesses_;
   std::vector<Conflict> conflicts_;
   std::vector<Conflict> pending_;

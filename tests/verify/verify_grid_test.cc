@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,15 @@ struct GridParam {
   int nranks;
   size_t count;  // kAllCounts: every count of the grid
 };
+
+// How gtest (and so ctest's test list) shows a parameter.
+void PrintTo(const GridParam& p, std::ostream* os) {
+  *os << to_string(p.algo->collective) << "/" << p.algo->name << " N=" << p.nranks << " count=";
+  if (p.count == kAllCounts)
+    *os << "all";
+  else
+    *os << p.count;
+}
 
 std::string param_name(const ::testing::TestParamInfo<GridParam>& info) {
   std::string algo(info.param.algo->name);
