@@ -131,6 +131,18 @@ TEST(VerifyStats, ReduceBroadcastAllReduce) {
   }
 }
 
+// Double binary tree, N = 2^k, one segment per tree: reduce up and broadcast
+// down two trees of height log2 N side by side, 2 log2 N steps (the seed's
+// 2 log2 N alpha); a rank sends at most 4 messages (up and down, per tree).
+TEST(VerifyStats, DoubleBinaryTree) {
+  for (int n : {2, 4, 8, 16, 64, 256}) {
+    const VerifyResult r = run(Collective::allreduce, "double_binary_tree", n, 4 * n);
+    SKIP_UNLESS_SUPPORTED(r);
+    EXPECT_EQ(r.critical_path, 2 * log2_exact(n)) << "N=" << n;
+    for (const RankStats& s : r.ranks) EXPECT_LE(s.messages_sent, 4u) << "N=" << n;
+  }
+}
+
 // Ring AllGather / ReduceScatter: N-1 steps of one block each.
 TEST(VerifyStats, RingAllGatherAndReduceScatter) {
   for (int n : {2, 3, 6, 17}) {
