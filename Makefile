@@ -3,7 +3,7 @@
 #   make test                  the whole suite through ctest
 #   make test SANITIZE=address ASan+UBSan build in build-address/
 #   make test SANITIZE=thread  TSan build in build-thread/
-#   make demo                  AllReduce benchmark on local ranks
+#   make demo                  chorus-perf: AllReduce on 4 local ranks over shared memory, every algorithm
 SANITIZE ?=
 BUILD_TYPE ?= Release
 BUILD_DIR ?= $(if $(SANITIZE),build-$(SANITIZE),build)
@@ -27,7 +27,7 @@ test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 demo: build
-	@$(BUILD_DIR)/tools/chorus-demo
+	@$(BUILD_DIR)/tools/chorus-perf allreduce --ranks 4 --transport shm -b 8 -e 64M -a all
 
 install: build
 	@cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

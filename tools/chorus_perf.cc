@@ -10,6 +10,8 @@
 //     or the transport --transport names).
 // Exit status: 0 when every element of every rank was right, 1 on wrong values
 // or a failed rank, 2 on bad arguments.
+#include "bootstrap/affinity.h"
+#include "core/config.h"
 #include "core/config.h"
 #include "perf/perf.h"
 
@@ -95,6 +97,7 @@ int run_local_processes(const perf::PerfOptions& o) {
     if (pid == 0) {
       int status = 1;
       try {
+        if (Config::from_env().bind_cores) bind_local_rank(r, o.ranks);
         InitOptions io;
         io.rank = r;
         io.world_size = o.ranks;

@@ -14,6 +14,8 @@
 //
 // For several hosts, start the ranks with mpirun, srun or torchrun instead;
 // chorus::init_from_env() reads their variables.
+#include "bootstrap/affinity.h"
+#include "core/config.h"
 #include "transport/tcp/socket.h"
 
 #include <CLI/CLI.hpp>
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  const bool bind = chorus::Config::from_env().bind_cores;
   std::vector<Rank> ranks(static_cast<size_t>(nranks));
   std::vector<char*> cargv;
   for (auto& c : command) cargv.push_back(c.data());
@@ -185,6 +188,7 @@ int main(int argc, char** argv) {
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
       ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      if (bind) chorus::bind_local_rank(r, nranks);
       ::setenv("CHORUS_RANK", std::to_string(r).c_str(), 1);
       ::setenv("CHORUS_WORLD_SIZE", std::to_string(nranks).c_str(), 1);
       ::setenv("CHORUS_STORE", store.c_str(), 1);

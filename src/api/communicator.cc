@@ -5,6 +5,7 @@
 #include "model/tuner.h"
 
 #include <algorithm>
+#include <ostream>
 
 namespace chorus {
 namespace detail {
@@ -18,6 +19,20 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a);
   const auto y = reinterpret_cast<uintptr_t>(b);
   return x < y + b_bytes && y < x + a_bytes;
+}
+
+// "rank 2: allreduce: " (or "rank 2: send to peer 3: ") as the head of an error
+// message, formatted only when an error is raised: calls that pass their
+// checks pay nothing for it.
+struct CallSite {
+  int rank;
+  std::string_view what;
+  int peer = -1;
+};
+std::ostream& operator<<(std::ostream& out, const CallSite& w) {
+  out << "rank " << w.rank << ": " << w.what;
+  if (w.peer >= 0) out << " " << w.peer;
+  return out << ": ";
 }
 
 size_t checked_mul(size_t a, size_t b, const char* what) {
@@ -60,7 +75,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
 CommunicatorImpl::~CommunicatorImpl() = default;
 
 void CommunicatorImpl::validate(const CallDescriptor& c) const {
-  const std::string where = str_cat("rank ", rank(), ": ", to_string(c.collective), ": ");
+  const CallSite where{rank(), to_string(c.collective)};
   if (!is_valid(c.type))
     fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(c.type));
   if (!is_valid(c.op))
@@ -102,7 +117,7 @@ const Algorithm& CommunicatorImpl::choose(const CollectiveSpec& spec,
                                           const CallOptions& options) const {
   std::string name = options.algorithm;
   if (name.empty()) name = config_.algorithm_for(spec.collective);
-  const std::string where = str_cat("rank ", rank(), ": ", to_string(spec.collective), ": ");
+  const CallSite where{rank(), to_string(spec.collective)};
   if (!name.empty() && name != "auto") {
     const Algorithm* a = find_algorithm(spec.collective, name);
     if (a == nullptr) {
@@ -129,11 +144,11 @@ const Algorithm& CommunicatorImpl::choose(const CollectiveSpec& spec,
   fail(ErrorCode::internal, where, "no algorithm supports this call");
 }
 
-std::shared_ptr<const Program> CommunicatorImpl::program_for(const Algorithm& algo,
-                                                             const CollectiveSpec& spec) {
+std::shared_ptr<const PreparedProgram> CommunicatorImpl::program_for(const Algorithm& algo,
+                                                                     const CollectiveSpec& spec) {
   const ProgramKey key{&algo, spec.count, spec.elem_size, spec.root, spec.segment_bytes};
   if (auto it = programs_.find(key); it != programs_.end()) return it->second;
-  auto program = std::make_shared<const Program>(algo.build(spec));
+  auto program = prepare(algo.build(spec));
   if (programs_.size() >= kProgramCacheEntries) programs_.erase(programs_.begin());
   programs_.emplace(key, program);
   return program;
@@ -156,12 +171,12 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
                       config_.segment_bytes};
   const Algorithm& algo = choose(spec, options);
   auto program = program_for(algo, spec);
-  work->scratch = pool_.take(program->scratch_count * es);
+  work->scratch = pool_.take(program->program.scratch_count * es);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
   work->exec = std::make_shared<Execution>(
-      program, buffers, call.type, call.op,
-      str_cat(to_string(call.collective), "(", algo.name, ")"), Clock::now() + timeout);
+      program, buffers, call.type, call.op, CallLabel{to_string(call.collective), algo.name},
+      Clock::now() + timeout);
   if (call.op == ReduceOp::avg &&
       (call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
        (call.collective == Collective::reduce && rank() == call.root))) {
@@ -187,8 +202,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
   if (broken_) std::rethrow_exception(broken_);
   const bool sending = kind == OpKind::send;
   CHORUS_CHECK(sending || kind == OpKind::recv);
-  const std::string context = str_cat(sending ? "send to" : "recv from", " peer ", peer);
-  const std::string where = str_cat("rank ", rank(), ": ", context, ": ");
+  const std::string_view what = sending ? "send to peer" : "recv from peer";
+  const CallSite where{rank(), what, peer};
   if (!is_valid(type))
     fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(type));
   if (peer < 0 || peer >= size())
@@ -201,24 +216,34 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
     fail(ErrorCode::invalid_argument, where, "buffer is null with count ", count);
 
   // One op; a zero-count message is still sent, so that it orders and matches.
-  auto program = std::make_shared<Program>();
-  Op op;
-  op.kind = kind;
-  op.peer = peer;
-  if (sending) {
-    program->input_count = count;
-    op.src = ProgramBuilder::input(0, count);
-  } else {
-    program->output_count = count;
-    op.dst = ProgramBuilder::output(0, count);
+  auto& cached = p2p_programs_[{static_cast<int>(kind), peer, count}];
+  if (!cached) {
+    if (p2p_programs_.size() > kProgramCacheEntries) {
+      p2p_programs_.clear();  // keep the cache bounded; entries are cheap to rebuild
+      return submit_point_to_point(kind, send, recv, count, type, peer, options);
+    }
+    Program program;
+    Op op;
+    op.kind = kind;
+    op.peer = peer;
+    if (sending) {
+      program.input_count = count;
+      op.src = ProgramBuilder::input(0, count);
+    } else {
+      program.output_count = count;
+      op.dst = ProgramBuilder::output(0, count);
+    }
+    program.ops.push_back(std::move(op));
+    cached = prepare(std::move(program));
   }
-  program->ops.push_back(std::move(op));
+  auto program = cached;
 
   auto work = std::make_shared<WorkState>();
   work->comm = this;
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   work->exec = std::make_shared<Execution>(std::move(program), ExecBuffers{send, recv, nullptr},
-                                           type, ReduceOp::sum, context, Clock::now() + timeout);
+                                           type, ReduceOp::sum, CallLabel{what, {}, peer},
+                                           Clock::now() + timeout);
   try {
     engine_.enqueue(work->exec);
   } catch (...) {

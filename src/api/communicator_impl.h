@@ -87,7 +87,8 @@ class CommunicatorImpl {
 
  private:
   void validate(const CallDescriptor& call) const;
-  std::shared_ptr<const Program> program_for(const Algorithm& algo, const CollectiveSpec& spec);
+  std::shared_ptr<const PreparedProgram> program_for(const Algorithm& algo,
+                                                     const CollectiveSpec& spec);
   void fail_all(std::exception_ptr error);
   void retire(WorkState& work);
 
@@ -100,7 +101,9 @@ class CommunicatorImpl {
   std::exception_ptr broken_;  // set once a call failed: the communicator is unusable
   // Programs are pure functions of (algorithm, spec): cache the recent ones.
   using ProgramKey = std::tuple<const Algorithm*, size_t, size_t, int, size_t>;
-  std::map<ProgramKey, std::shared_ptr<const Program>> programs_;
+  std::map<ProgramKey, std::shared_ptr<const PreparedProgram>> programs_;
+  // One-op programs of point-to-point calls, by (kind, peer, count).
+  std::map<std::tuple<int, int, size_t>, std::shared_ptr<const PreparedProgram>> p2p_programs_;
 };
 
 }  // namespace detail

@@ -17,6 +17,8 @@
 //   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
 //                      (default: the local address that routes to the store)
 //   CHORUS_TUNING_FILE calibrated alpha/beta for the tuner
+//   CHORUS_BIND        core | none: chorus-run and chorus-perf bind local
+//                      ranks to cores when there are enough (default core)
 #pragma once
 
 #include "schedule/collective.h"
@@ -45,6 +47,7 @@ struct Config {
   std::string tuning_file;
   size_t tcp_streams = 1;
   std::string tcp_address;  // "" = derive from the route to the store
+  bool bind_cores = true;   // CHORUS_BIND
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;

@@ -8,32 +8,48 @@
 
 namespace chorus {
 
-Execution::Execution(std::shared_ptr<const Program> program, ExecBuffers buffers, DataType type,
-                     ReduceOp op, std::string context, Deadline deadline)
-    : program_(std::move(program)),
+std::string CallLabel::str() const {
+  if (peer >= 0) return str_cat(operation, " ", peer);
+  return str_cat(operation, "(", algorithm, ")");
+}
+
+std::shared_ptr<const PreparedProgram> prepare(Program program) {
+  auto p = std::make_shared<PreparedProgram>();
+  const size_t n = program.ops.size();
+  p->dep_count.resize(n);
+  p->dependents_begin.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = program.ops[i];
+    p->dep_count[i] = static_cast<uint32_t>(o.deps.size());
+    for (OpIndex d : o.deps) {
+      if (d >= i)
+        fail(ErrorCode::internal, "op ", i, " (", describe(o), ") depends on op ", d,
+             ", which is not an earlier op");
+      ++p->dependents_begin[d + 1];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) p->dependents_begin[i + 1] += p->dependents_begin[i];
+  p->dependents.resize(p->dependents_begin[n]);
+  std::vector<uint32_t> fill(p->dependents_begin.begin(), p->dependents_begin.end() - 1);
+  for (size_t i = 0; i < n; ++i)
+    for (OpIndex d : program.ops[i].deps) p->dependents[fill[d]++] = static_cast<OpIndex>(i);
+  p->program = std::move(program);
+  return p;
+}
+
+Execution::Execution(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers,
+                     DataType type, ReduceOp op, CallLabel label, Deadline deadline)
+    : prepared_(std::move(program)),
+      program_(prepared_->program),
       buffers_(buffers),
       type_(type),
       op_(op),
       elem_size_(dtype_size(type)),
-      context_(std::move(context)),
+      label_(label),
       deadline_(deadline),
-      remaining_(program_->ops.size()) {
-  const size_t n = program_->ops.size();
-  missing_deps_.resize(n);
-  dependents_.resize(n);
-  ready_.assign(n, false);
-  finished_.assign(n, false);
-  reducers_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Op& o = program_->ops[i];
-    missing_deps_[i] = static_cast<uint32_t>(o.deps.size());
-    for (OpIndex d : o.deps) {
-      CHORUS_CHECK(d < i);
-      dependents_[d].push_back(static_cast<OpIndex>(i));
-    }
-    if (o.kind == OpKind::recv_reduce) reducers_[i] = {type_, op_, address(o.src)};
-  }
-}
+      missing_deps_(prepared_->dep_count),
+      state_(program_.ops.size(), 0),
+      remaining_(program_.ops.size()) {}
 
 std::byte* Execution::address(const Region& r) const {
   std::byte* base = nullptr;
@@ -49,13 +65,13 @@ std::byte* Execution::address(const Region& r) const {
 std::string Execution::pending_summary() const {
   std::string s;
   size_t shown = 0;
-  for (size_t i = 0; i < finished_.size() && shown < 4; ++i) {
-    if (finished_[i] || missing_deps_[i] > 0) continue;
-    const Op& o = program_->ops[i];
+  for (size_t i = 0; i < state_.size() && shown < 4; ++i) {
+    if ((state_[i] & kFinished) || missing_deps_[i] > 0) continue;
+    const Op& o = program_.ops[i];
     s += str_cat(shown ? "; " : "", to_string(o.kind),
                  has_peer(o.kind) ? str_cat(o.kind == OpKind::send ? " to" : " from", " peer ", o.peer)
                                   : std::string(),
-                 " (op ", i, " of ", finished_.size(), ")");
+                 " (op ", i, " of ", state_.size(), ")");
     ++shown;
   }
   return s.empty() ? "nothing startable" : s;
@@ -70,14 +86,14 @@ Engine::Engine(Transport& transport)
 void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
   Execution& e = *exec;
   active_.push_back(exec);
-  const auto& ops = e.program_->ops;
+  const auto& ops = e.program_.ops;
   // Reserve this execution's place in every peer queue first, so that ops of a
   // later execution can never overtake it on a channel.
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& o = ops[i];
     if (!has_peer(o.kind)) continue;
     if (o.peer < 0 || o.peer >= transport_.size() || o.peer == rank_)
-      fail(ErrorCode::internal, "rank ", rank_, ": ", e.context_, ": op ", i, " names peer ",
+      fail(ErrorCode::internal, "rank ", rank_, ": ", e.context(), ": op ", i, " names peer ",
            o.peer);
     auto& q = o.kind == OpKind::send ? send_queue_[static_cast<size_t>(o.peer)]
                                      : recv_queue_[static_cast<size_t>(o.peer)];
@@ -89,8 +105,8 @@ void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
 }
 
 void Engine::op_ready(Execution& e, OpIndex op) {
-  const Op& o = e.program_->ops[op];
-  e.ready_[op] = true;
+  const Op& o = e.program_.ops[op];
+  e.state_[op] |= Execution::kReady;
   if (has_peer(o.kind)) {
     pump_peer(o.peer, o.kind == OpKind::send);
   } else {
@@ -99,8 +115,8 @@ void Engine::op_ready(Execution& e, OpIndex op) {
 }
 
 void Engine::start_local(Execution& e, OpIndex op) {
-  const Op& o = e.program_->ops[op];
-  e.ready_[op] = false;
+  const Op& o = e.program_.ops[op];
+  e.state_[op] &= static_cast<uint8_t>(~Execution::kReady);
   const size_t bytes = o.dst.count * e.elem_size_;
   if (bytes > 0) {
     std::byte* dst = e.address(o.dst);
@@ -120,27 +136,32 @@ void Engine::pump_peer(int peer, bool sends) {
   while (!q.empty()) {
     Pending p = q.front();
     Execution& e = *p.exec;
-    if (!e.ready_[p.op]) return;
+    if (!(e.state_[p.op] & Execution::kReady)) return;
     q.pop_front();
-    e.ready_[p.op] = false;
-    const Op& o = e.program_->ops[p.op];
+    e.state_[p.op] &= static_cast<uint8_t>(~Execution::kReady);
+    const Op& o = e.program_.ops[p.op];
     RequestId id;
     if (sends) {
       id = transport_.isend(peer, e.address(o.src), o.src.count * e.elem_size_);
     } else {
-      const Reducer* red = o.kind == OpKind::recv_reduce ? &e.reducers_[p.op] : nullptr;
-      id = transport_.irecv(peer, e.address(o.dst), o.dst.count * e.elem_size_, red);
+      // Transports copy the Reducer, so one on the stack is enough.
+      const Reducer red{e.type_, e.op_, o.kind == OpKind::recv_reduce ? e.address(o.src) : nullptr};
+      id = transport_.irecv(peer, e.address(o.dst), o.dst.count * e.elem_size_,
+                            o.kind == OpKind::recv_reduce ? &red : nullptr);
     }
     in_flight_.emplace(id, p);
   }
 }
 
 void Engine::finish_op(Execution& e, OpIndex op) {
-  CHORUS_CHECK(!e.finished_[op]);
-  e.finished_[op] = true;
+  CHORUS_CHECK(!(e.state_[op] & Execution::kFinished));
+  e.state_[op] |= Execution::kFinished;
   --e.remaining_;
-  for (OpIndex d : e.dependents_[op])
+  const PreparedProgram& p = *e.prepared_;
+  for (uint32_t k = p.dependents_begin[op]; k < p.dependents_begin[op + 1]; ++k) {
+    const OpIndex d = p.dependents[k];
     if (--e.missing_deps_[d] == 0) op_ready(e, d);
+  }
 }
 
 void Engine::dispatch(const std::vector<RequestId>& done) {

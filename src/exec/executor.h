@@ -22,6 +22,26 @@
 
 namespace chorus {
 
+// Names a call in errors, formatted only when an error needs it:
+// "allreduce(ring)" or "send to peer 3".
+struct CallLabel {
+  std::string_view operation;  // "allreduce", "send to peer", ...
+  std::string_view algorithm;  // "ring"; empty for point-to-point
+  int peer = -1;               // point-to-point only
+  std::string str() const;
+};
+
+// A Program with its dependency graph inverted once, so that each call only
+// copies two small arrays: the cache of the communicator holds these.
+struct PreparedProgram {
+  Program program;
+  std::vector<uint32_t> dep_count;          // per op
+  std::vector<uint32_t> dependents_begin;   // CSR offsets, ops + 1 entries
+  std::vector<OpIndex> dependents;
+};
+// Checks that deps name earlier ops and builds the inverted graph.
+std::shared_ptr<const PreparedProgram> prepare(Program program);
+
 struct ExecBuffers {
   const void* input = nullptr;
   void* output = nullptr;
@@ -30,12 +50,12 @@ struct ExecBuffers {
 
 class Execution {
  public:
-  // `context` names the call in errors: "allreduce(ring)".
-  Execution(std::shared_ptr<const Program> program, ExecBuffers buffers, DataType type,
-            ReduceOp op, std::string context, Deadline deadline);
+  Execution(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers, DataType type,
+            ReduceOp op, CallLabel label, Deadline deadline);
 
   bool done() const { return remaining_ == 0; }
-  const std::string& context() const { return context_; }
+  // "allreduce(ring)", for messages.
+  std::string context() const { return label_.str(); }
   Deadline deadline() const { return deadline_; }
   // Describes what is still pending, for timeout messages.
   std::string pending_summary() const;
@@ -44,18 +64,18 @@ class Execution {
   friend class Engine;
   std::byte* address(const Region& r) const;
 
-  std::shared_ptr<const Program> program_;
+  enum : uint8_t { kReady = 1, kFinished = 2 };  // op states (bits)
+
+  std::shared_ptr<const PreparedProgram> prepared_;
+  const Program& program_;
   ExecBuffers buffers_;
   DataType type_;
   ReduceOp op_;
   size_t elem_size_;
-  std::string context_;
+  CallLabel label_;
   Deadline deadline_;
-  std::vector<uint32_t> missing_deps_;             // per op
-  std::vector<std::vector<OpIndex>> dependents_;   // per op
-  std::vector<bool> ready_;                        // deps done, not yet started
-  std::vector<bool> finished_;
-  std::vector<Reducer> reducers_;                  // per op, for recv_reduce
+  std::vector<uint32_t> missing_deps_;  // per op
+  std::vector<uint8_t> state_;          // per op: kReady (deps done, not started), kFinished
   size_t remaining_;
 };
 

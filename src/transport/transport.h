@@ -51,7 +51,8 @@ class Transport {
   virtual std::string_view name() const = 0;
 
   virtual RequestId isend(int peer, const void* data, size_t bytes) = 0;
-  // reducer == nullptr: plain receive into dst.
+  // reducer == nullptr: plain receive into dst. The Reducer is copied: it need
+  // not outlive the call (its `local` buffer must, like dst).
   virtual RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) = 0;
 
   // Appends completed request ids to `done`. Blocks until at least one request

@@ -27,10 +27,10 @@ void run_programs(const std::vector<Program>& programs, std::vector<std::vector<
         const auto& p = programs[static_cast<size_t>(r)];
         std::vector<float> scratch(p.scratch_count);
         auto e = std::make_shared<Execution>(
-            std::make_shared<const Program>(p),
+            prepare(p),
             ExecBuffers{in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
                         scratch.data()},
-            DataType::float32, op, "test", Clock::now() + std::chrono::seconds(10));
+            DataType::float32, op, CallLabel{"test", "hand"}, Clock::now() + std::chrono::seconds(10));
         engine.enqueue(e);
         engine.wait(*e);
       } catch (const std::exception& ex) {
@@ -105,9 +105,9 @@ TEST(Executor, SizeMismatchIsAnError) {
       try {
         auto t = make_inproc_transport(world, r, std::chrono::microseconds(0));
         Engine engine(*t);
-        auto e = std::make_shared<Execution>(std::make_shared<const Program>(std::move(b).finish()),
+        auto e = std::make_shared<Execution>(prepare(std::move(b).finish()),
                                              ExecBuffers{in.data(), out.data(), nullptr},
-                                             DataType::float32, ReduceOp::sum, "test",
+                                             DataType::float32, ReduceOp::sum, CallLabel{"test", "hand"},
                                              Clock::now() + std::chrono::seconds(10));
         engine.enqueue(e);
         engine.wait(*e);
@@ -129,9 +129,9 @@ TEST(Executor, TimeoutNamesWhatItWaitsFor) {
   B b({0, 1});
   b.recv(1, B::output(0, 1));
   std::vector<float> out(1);
-  auto e = std::make_shared<Execution>(std::make_shared<const Program>(std::move(b).finish()),
+  auto e = std::make_shared<Execution>(prepare(std::move(b).finish()),
                                        ExecBuffers{nullptr, out.data(), nullptr}, DataType::float32,
-                                       ReduceOp::sum, "allreduce(ring)",
+                                       ReduceOp::sum, CallLabel{"allreduce", "ring"},
                                        Clock::now() + std::chrono::milliseconds(50));
   engine.enqueue(e);
   try {
