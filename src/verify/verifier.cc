@@ -43,6 +43,7 @@ std::string_view to_string(VerifyErrorKind kind) {
     case VerifyErrorKind::misaligned_reduce: return "misaligned_reduce";
     case VerifyErrorKind::wrong_result: return "wrong_result";
     case VerifyErrorKind::barrier_incomplete: return "barrier_incomplete";
+    case VerifyErrorKind::bad_spec: return "bad_spec";
   }
   return "invalid";
 }
@@ -738,10 +739,15 @@ class Verifier {
 VerifyResult verify_programs(const CollectiveSpec& spec, std::span<const Program> programs,
                              std::string_view algorithm) {
   VerifyResult result;
-  if (spec.nranks < 1) {
-    result.error = VerifyError{VerifyErrorKind::program_count, -1, kNoOp, "",
-                               str_cat(to_string(spec.collective), "(", algorithm,
-                                       "): nranks must be >= 1, got ", spec.nranks)};
+  std::string bad;
+  if (spec.nranks < 1)
+    bad = str_cat("nranks must be >= 1, got ", spec.nranks);
+  else if (spec.root < 0 || spec.root >= spec.nranks)
+    bad = str_cat("root ", spec.root, " outside [0, ", spec.nranks, ")");
+  if (!bad.empty()) {
+    result.error = VerifyError{VerifyErrorKind::bad_spec, -1, kNoOp, "",
+                               str_cat(to_string(spec.collective), "(", algorithm, ") N=",
+                                       spec.nranks, " count=", spec.count, ": ", bad)};
     return result;
   }
   try {

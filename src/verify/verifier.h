@@ -69,8 +69,9 @@ enum class VerifyErrorKind {
   misaligned_reduce,      // a reduce combines two different element indices
   wrong_result,           // an Output element does not hold what the collective defines
   barrier_incomplete,     // a rank may leave the barrier before another has arrived
+  bad_spec,               // the request itself is invalid (N < 1, root outside [0, N))
 };
-inline constexpr int kVerifyErrorKindCount = 24;
+inline constexpr int kVerifyErrorKindCount = 25;
 std::string_view to_string(VerifyErrorKind kind);
 
 struct VerifyError {

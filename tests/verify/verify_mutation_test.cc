@@ -298,6 +298,11 @@ TEST(VerifyMutation, StructuralErrors) {
     p[0].ops[0].kind = static_cast<OpKind>(kOpKindCount);
     expect_kind(check(kAllreduce, 3, 6, p), VerifyErrorKind::bad_op_kind);
   }
+  {
+    const auto p = build_all(kAllreduce, "ring", 3, 6);
+    const VerifyResult r = verify_programs({kAllreduce, 3, 0, 6, 4, /*root=*/3}, p, "mutated");
+    expect_kind(r, VerifyErrorKind::bad_spec);
+  }
 }
 
 TEST(VerifyMutation, OverlappingCopyOperands) {
