@@ -86,7 +86,7 @@ TEST(LowerBound, SeedFormulas) {
 
 // Only the bandwidth bound holds for every closed form: the seed's latency
 // bound counts one message per rank per alpha, while in the model alpha is
-// latency that a rank's messages overlap (docs/COST_MODEL.md), so a flat
+// latency that a rank's messages overlap (docs/ALGORITHMS.md), so a flat
 // fan-out, e.g. binomial broadcast at N = 3, can beat ceil(log2 N) alpha.
 TEST(LowerBound, EveryClosedFormIsAtLeastTheBandwidthBound) {
   const CostParams p{2e-6, 25e9, 1e-10, 1};
