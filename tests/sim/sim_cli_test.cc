@@ -102,7 +102,8 @@ namespace chorus {
 namespace {
 
 TEST(SimCli, PlotDrawsAnSvgWithGnuplot) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) GTEST_SKIP() << "no gnuplot";
+  // gnuplot is a test dependency (scripts/install-deps.sh): its absence is a failure.
+  ASSERT_EQ(std::system("command -v gnuplot > /dev/null 2>&1"), 0) << "gnuplot is not installed";
   const auto svg = std::filesystem::temp_directory_path() /
                    ("chorus_sim_plot_" + std::to_string(::getpid()) + ".svg");
   const CliRun r = cli({"allgather", "--ranks", "8", "-b", "1K", "-e", "1M", "-f", "32", "--alpha",

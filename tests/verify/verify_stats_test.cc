@@ -25,8 +25,9 @@ VerifyResult run(Collective c, std::string_view name, int n, size_t count, int r
   return r;
 }
 
-#define SKIP_UNLESS_SUPPORTED(r) \
-  if (!(r).supported) GTEST_SKIP() << (r).reason
+// Every case these tests name is one the algorithm must serve.
+#define ASSERT_SUPPORTED(r) \
+  ASSERT_TRUE((r).supported) << (r).reason
 
 size_t log2_exact(int n) { return static_cast<size_t>(floor_log2(n)); }
 size_t clog2(int n) { return static_cast<size_t>(ceil_log2(n)); }
@@ -38,7 +39,7 @@ TEST(VerifyStats, RingAllReduce) {
     const auto un = static_cast<size_t>(n);
     const size_t count = 12 * un;  // divisible: every chunk is M/N
     const VerifyResult r = run(Collective::allreduce, "ring", n, count);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, 2 * (un - 1)) << "N=" << n;
     for (const RankStats& s : r.ranks) {
       EXPECT_EQ(s.messages_sent, 2 * (un - 1));
@@ -56,7 +57,7 @@ TEST(VerifyStats, RingAllReduceUnevenCount) {
   const int n = 7;
   const size_t count = 1031;
   const VerifyResult r = run(Collective::allreduce, "ring", n, count);
-  SKIP_UNLESS_SUPPORTED(r);
+  ASSERT_SUPPORTED(r);
   size_t total = 0;
   for (const RankStats& s : r.ranks) {
     const double ideal = 2.0 * (n - 1) * static_cast<double>(count) / n * kElem;
@@ -73,7 +74,7 @@ TEST(VerifyStats, BidirRingAllReduce) {
     const auto un = static_cast<size_t>(n);
     const size_t count = 24 * un;
     const VerifyResult r = run(Collective::allreduce, "bidir_ring", n, count);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, 2 * (un / 2)) << "N=" << n;
     EXPECT_LE(r.critical_path, un);
     for (const RankStats& s : r.ranks)
@@ -88,7 +89,7 @@ TEST(VerifyStats, HalvingDoublingPowerOfTwo) {
     const auto un = static_cast<size_t>(n);
     const size_t count = 8 * un;
     const VerifyResult r = run(Collective::allreduce, "halving_doubling", n, count);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, 2 * log2_exact(n)) << "N=" << n;
     for (const RankStats& s : r.ranks) {
       EXPECT_EQ(s.messages_sent, 2 * log2_exact(n)) << "N=" << n;
@@ -102,7 +103,7 @@ TEST(VerifyStats, HalvingDoublingPowerOfTwo) {
 TEST(VerifyStats, HalvingDoublingFold) {
   for (int n : {3, 5, 6, 7, 12}) {
     const VerifyResult r = run(Collective::allreduce, "halving_doubling", n, 10 * n);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, 2 * log2_exact(n) + 2) << "N=" << n;
   }
 }
@@ -112,7 +113,7 @@ TEST(VerifyStats, RecursiveDoublingAllReduce) {
   for (int n : {2, 4, 8, 32}) {
     const size_t count = 10;
     const VerifyResult r = run(Collective::allreduce, "recursive_doubling", n, count);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, log2_exact(n));
     for (const RankStats& s : r.ranks) {
       EXPECT_EQ(s.messages_sent, log2_exact(n));
@@ -125,7 +126,7 @@ TEST(VerifyStats, RecursiveDoublingAllReduce) {
 TEST(VerifyStats, ReduceBroadcastAllReduce) {
   for (int n : {2, 4, 8, 16}) {
     const VerifyResult r = run(Collective::allreduce, "reduce_broadcast", n, 40);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, 2 * clog2(n)) << "N=" << n;
     EXPECT_EQ(r.total_messages, 2 * static_cast<size_t>(n - 1));
   }
@@ -137,7 +138,7 @@ TEST(VerifyStats, ReduceBroadcastAllReduce) {
 TEST(VerifyStats, DoubleBinaryTree) {
   for (int n : {2, 4, 8, 16, 64, 256}) {
     const VerifyResult r = run(Collective::allreduce, "double_binary_tree", n, 4 * n);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, 2 * log2_exact(n)) << "N=" << n;
     for (const RankStats& s : r.ranks) EXPECT_LE(s.messages_sent, 4u) << "N=" << n;
   }
@@ -149,7 +150,7 @@ TEST(VerifyStats, RingAllGatherAndReduceScatter) {
     const auto un = static_cast<size_t>(n);
     const size_t c = 9;
     const VerifyResult ag = run(Collective::allgather, "ring", n, c);
-    SKIP_UNLESS_SUPPORTED(ag);
+    ASSERT_SUPPORTED(ag);
     EXPECT_EQ(ag.critical_path, un - 1);
     for (const RankStats& s : ag.ranks) {
       EXPECT_EQ(s.messages_sent, un - 1);
@@ -157,7 +158,7 @@ TEST(VerifyStats, RingAllGatherAndReduceScatter) {
       EXPECT_EQ(s.elements_reduced, 0u);
     }
     const VerifyResult rs = run(Collective::reduce_scatter, "ring", n, c);
-    SKIP_UNLESS_SUPPORTED(rs);
+    ASSERT_SUPPORTED(rs);
     EXPECT_EQ(rs.critical_path, un - 1);
     for (const RankStats& s : rs.ranks) {
       EXPECT_EQ(s.messages_sent, un - 1);
@@ -192,7 +193,7 @@ TEST(VerifyStats, RecursiveHalvingReduceScatter) {
     const auto un = static_cast<size_t>(n);
     const size_t c = 6;
     const VerifyResult r = run(Collective::reduce_scatter, "recursive_halving", n, c);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, log2_exact(n));
     for (const RankStats& s : r.ranks) {
       EXPECT_EQ(s.messages_sent, log2_exact(n));
@@ -208,7 +209,7 @@ TEST(VerifyStats, BinomialTrees) {
     for (int root : {0, n - 1}) {
       const size_t count = 11;
       const VerifyResult b = run(Collective::broadcast, "binomial", n, count, root);
-      SKIP_UNLESS_SUPPORTED(b);
+      ASSERT_SUPPORTED(b);
       EXPECT_EQ(b.total_messages, static_cast<size_t>(n - 1));
       const RankStats& br = b.ranks[static_cast<size_t>(root)];
       EXPECT_EQ(br.messages_sent, clog2(n)) << "N=" << n << " root=" << root;
@@ -217,7 +218,7 @@ TEST(VerifyStats, BinomialTrees) {
       EXPECT_LE(b.critical_path, clog2(n));
 
       const VerifyResult rd = run(Collective::reduce, "binomial", n, count, root);
-      SKIP_UNLESS_SUPPORTED(rd);
+      ASSERT_SUPPORTED(rd);
       EXPECT_EQ(rd.total_messages, static_cast<size_t>(n - 1));
       EXPECT_EQ(rd.critical_path, clog2(n)) << "N=" << n << " root=" << root;
       const RankStats& rr = rd.ranks[static_cast<size_t>(root)];
@@ -235,7 +236,7 @@ TEST(VerifyStats, PipelinedChainBroadcast) {
   for (int n : {2, 5, 9}) {
     const size_t count = 1000;
     const Algorithm* a = find_algorithm(Collective::broadcast, "pipelined_chain");
-    if (a == nullptr) GTEST_SKIP() << "pipelined_chain not registered";
+    ASSERT_NE(a, nullptr) << "pipelined_chain not registered";
     // 100 elements of 4 bytes per segment: 10 segments.
     CollectiveSpec spec{Collective::broadcast, n, 0, count, kElem, 0, 400};
     const VerifyResult r = verify(*a, spec);
@@ -257,7 +258,7 @@ TEST(VerifyStats, PipelinedChainBroadcast) {
 TEST(VerifyStats, DisseminationBarrier) {
   for (int n : {1, 2, 3, 8, 9, 100}) {
     const VerifyResult r = run(Collective::barrier, "dissemination", n, 0);
-    SKIP_UNLESS_SUPPORTED(r);
+    ASSERT_SUPPORTED(r);
     EXPECT_EQ(r.critical_path, clog2(n));
     for (const RankStats& s : r.ranks) {
       EXPECT_EQ(s.messages_sent, clog2(n));
@@ -272,11 +273,11 @@ TEST(VerifyStats, AllToAll) {
     const auto un = static_cast<size_t>(n);
     const size_t c = 3;
     const VerifyResult p = run(Collective::alltoall, "pairwise", n, c);
-    SKIP_UNLESS_SUPPORTED(p);
+    ASSERT_SUPPORTED(p);
     EXPECT_EQ(p.critical_path, un - 1);
     for (const RankStats& s : p.ranks) EXPECT_EQ(s.bytes_sent, (un - 1) * c * kElem);
     const VerifyResult b = run(Collective::alltoall, "bruck", n, c);
-    SKIP_UNLESS_SUPPORTED(b);
+    ASSERT_SUPPORTED(b);
     EXPECT_EQ(b.critical_path, clog2(n));
     for (const RankStats& s : b.ranks) EXPECT_EQ(s.messages_sent, clog2(n));
   }
