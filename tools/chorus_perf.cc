@@ -11,6 +11,7 @@
 // Exit status: 0 when every element of every rank was right, 1 on wrong values
 // or a failed rank, 2 on bad arguments.
 #include "bootstrap/affinity.h"
+#include "perf/calibrate.h"
 #include "core/config.h"
 #include "core/config.h"
 #include "perf/perf.h"
@@ -61,6 +62,11 @@ int finish(const perf::PerfOptions& o, const perf::PerfReport& report) {
 
 // One rank of a multi-process run; rank 0 prints and writes the JSON.
 int run_rank(Communicator comm, const perf::PerfOptions& o) {
+  if (!o.calibrate_file.empty()) {
+    perf::calibrate_tuning(comm, o, comm.rank() == 0 ? &std::cout : nullptr);
+    std::cout.flush();
+    return 0;
+  }
   const perf::PerfHooks hooks = comm.rank() == 0 ? progress_hooks() : perf::PerfHooks{};
   const perf::PerfReport report =
       perf::run_perf(comm, o, comm.rank() == 0 ? &std::cout : nullptr, hooks);

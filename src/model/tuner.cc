@@ -56,6 +56,19 @@ double json_number(const nlohmann::json& j, const char* key, std::string_view wh
   return j[key].get<double>();
 }
 
+// M of a call in the tuning rules' convention (as chorus-perf sizes its rows):
+// the vector, the gathered output (allgather) or the input (reduce_scatter,
+// alltoall).
+size_t message_bytes(const CollectiveSpec& spec) {
+  const size_t block = spec.count * spec.elem_size;
+  switch (spec.collective) {
+    case Collective::allgather:
+    case Collective::reduce_scatter:
+    case Collective::alltoall: return block * static_cast<size_t>(spec.nranks);
+    default: return block;
+  }
+}
+
 // A size class: powers of two of bytes, so that the log names each range once.
 int size_class(const CollectiveSpec& spec) {
   const size_t bytes = spec.count * spec.elem_size;
@@ -92,6 +105,27 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
       fail(ErrorCode::invalid_argument, w, ": alpha_s must be >= 0 and beta_Bps > 0");
     t.links[name] = p;
   }
+  if (j.contains("rules")) {
+    if (!j["rules"].is_array()) fail(ErrorCode::invalid_argument, where, ": \"rules\" must be a list");
+    for (const auto& v : j["rules"]) {
+      const std::string w = str_cat(where, ": rule ", v.dump());
+      if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
+      TuningRule r;
+      const auto coll = parse_collective(v.value("collective", ""));
+      if (!coll) fail(ErrorCode::invalid_argument, w, ": unknown collective");
+      r.collective = *coll;
+      r.link = v.value("link", "");
+      r.nranks = static_cast<int>(json_number(v, "ranks", w));
+      r.min_bytes = static_cast<size_t>(json_number(v, "min_bytes", w));
+      r.algorithm = v.value("algorithm", "");
+      if (r.link.empty() || r.nranks < 1)
+        fail(ErrorCode::invalid_argument, w, ": needs a link class and ranks >= 1");
+      if (find_algorithm(r.collective, r.algorithm) == nullptr)
+        fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", r.algorithm, "'; known: ",
+             algorithm_names(r.collective));
+      t.rules.push_back(std::move(r));
+    }
+  }
   return t;
 }
 
@@ -103,6 +137,16 @@ std::string tuning_to_json(const TuningTable& t) {
                       {"gamma_s_per_B", t.gamma},
                       {"ports", t.ports},
                       {"links", links}};
+  if (!t.rules.empty()) {
+    nlohmann::json rules = nlohmann::json::array();
+    for (const TuningRule& r : t.rules)
+      rules.push_back({{"collective", std::string(to_string(r.collective))},
+                       {"link", r.link},
+                       {"ranks", r.nranks},
+                       {"min_bytes", r.min_bytes},
+                       {"algorithm", r.algorithm}});
+    j["rules"] = rules;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -120,6 +164,13 @@ void write_tuning_file(const std::string& path, const TuningTable& table) {
   if (std::filesystem::exists(path, ec)) {
     const TuningTable old = read_tuning_file(path);
     for (const auto& [name, p] : old.links) merged.links.emplace(name, p);
+    // Rules of another (collective, link class, N) than the new ones stay.
+    for (const TuningRule& r : old.rules) {
+      const bool replaced = std::any_of(table.rules.begin(), table.rules.end(), [&](const auto& n) {
+        return n.collective == r.collective && n.link == r.link && n.nranks == r.nranks;
+      });
+      if (!replaced) merged.rules.push_back(r);
+    }
   }
   const std::string tmp = path + ".tmp";
   {
@@ -188,9 +239,39 @@ double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec) {
   return simulate(programs, *topo, SimOptions{params_.ports, params_.gamma, spec.elem_size}).time;
 }
 
+const Algorithm* Tuner::rule_pick(const CollectiveSpec& spec) const {
+  // The rule with the largest min_bytes not above the call; a call below every
+  // rule takes the smallest rule.
+  const size_t bytes = message_bytes(spec);
+  const TuningRule* below = nullptr;
+  const TuningRule* smallest = nullptr;
+  for (const TuningRule& r : rules_) {
+    if (r.collective != spec.collective || r.nranks != nranks_) continue;
+    if (r.min_bytes <= bytes && (below == nullptr || r.min_bytes > below->min_bytes)) below = &r;
+    if (smallest == nullptr || r.min_bytes < smallest->min_bytes) smallest = &r;
+  }
+  const TuningRule* chosen = below ? below : smallest;
+  if (chosen == nullptr) return nullptr;
+  const Algorithm* a = find_algorithm(spec.collective, chosen->algorithm);
+  if (a == nullptr) return nullptr;
+  CollectiveSpec s = spec;
+  for (int r = 0; r < nranks_; ++r) {
+    s.rank = r;
+    if (!a->supports(s)) return nullptr;
+  }
+  return a;
+}
+
 const Algorithm* Tuner::pick(const CollectiveSpec& spec) {
   const Key key{spec.collective, spec.count, spec.elem_size, spec.root, spec.segment_bytes};
   if (auto it = picks_.find(key); it != picks_.end()) return it->second;
+  if (const Algorithm* measured = rule_pick(spec)) {
+    if (log_ && logged_.emplace(spec.collective, size_class(spec)).second)
+      log_(str_cat("tuning ", to_string(spec.collective), " N=", nranks_, " ",
+                   message_bytes(spec), " B: measured rule -> ", measured->name));
+    picks_.emplace(key, measured);
+    return measured;
+  }
   const bool log = log_ && logged_.emplace(spec.collective, size_class(spec)).second;
   std::string line;
   if (log)
@@ -260,6 +341,12 @@ void install_tuner(detail::CommunicatorImpl& comm) {
                 std::chrono::duration<double, std::milli>(Clock::now() - start).count(), " ms");
   }
   auto tuner = std::make_shared<Tuner>(comm.size(), comm.rank(), params);
+  if (!cfg.tuning_file.empty()) {
+    std::vector<TuningRule> mine;
+    for (const TuningRule& r : read_tuning_file(cfg.tuning_file).rules)
+      if (r.link == cls && r.nranks == comm.size()) mine.push_back(r);
+    tuner->set_rules(std::move(mine));
+  }
   if (cfg.log_tuning) {
     const int rank = comm.rank();
     tuner->set_log([rank](const std::string& text) { write_log_line(LogLevel::info, rank, text); });

@@ -22,7 +22,18 @@
 //   {"format": "chorus-tuning", "version": 1,
 //    "gamma_s_per_B": 1e-10, "ports": 1,
 //    "links": {"shm": {"alpha_s": 1.2e-6, "beta_Bps": 8.5e9},
-//              "tcp": {"alpha_s": 2.5e-5, "beta_Bps": 1.1e9}}}
+//              "tcp": {"alpha_s": 2.5e-5, "beta_Bps": 1.1e9}},
+//    "rules": [{"collective": "allreduce", "link": "shm", "ranks": 2,
+//               "min_bytes": 8, "algorithm": "recursive_doubling"}, ...]}
+//
+// Rules are measured decisions: chorus-perf --calibrate times every algorithm
+// at each size of a sweep and records the fastest. For a call whose
+// (collective, link class, N) has rules, the tuner takes the algorithm of the
+// rule with the largest min_bytes not above the call's size (the smallest rule
+// below the first size), when that algorithm supports the call on every rank;
+// otherwise, and for every call without rules, the model decides. A model is
+// a model: the rules correct it where an implementation's real costs (copies,
+// wake-ups, segment overheads) differ from alpha-beta-gamma.
 #pragma once
 
 #include "algorithms/algorithm.h"
@@ -38,6 +49,7 @@
 #include <string_view>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace chorus {
 
@@ -53,8 +65,21 @@ inline constexpr double kInprocBeta = 4e9;
 // 10 GB/s: 0.1 ns per reduced byte.
 inline constexpr double kDefaultGamma = 1e-10;
 
+// One measured decision (see the tuning file above). Sizes are the
+// collective's M: the vector for allreduce, broadcast, reduce; the gathered
+// output for allgather; the input for reduce_scatter and alltoall.
+struct TuningRule {
+  Collective collective = Collective::allreduce;
+  std::string link;
+  int nranks = 0;
+  size_t min_bytes = 0;
+  std::string algorithm;
+  friend bool operator==(const TuningRule&, const TuningRule&) = default;
+};
+
 struct TuningTable {
   std::map<std::string, LinkParams> links;  // by link class
+  std::vector<TuningRule> rules;
   double gamma = kDefaultGamma;
   int ports = 1;
 };
@@ -88,6 +113,9 @@ LinkParams calibrate(Communicator& comm, const CalibrationOptions& options = {})
 class Tuner {
  public:
   Tuner(int nranks, int rank, CostParams params);
+  // Measured decisions for this communicator (rules of other collectives,
+  // link classes or N are ignored by pick()).
+  void set_rules(std::vector<TuningRule> rules) { rules_ = std::move(rules); }
 
   // Predicted time of `algo` for `spec`: its closed form, or, where it has
   // none, a simulation of its Programs on a switch with these parameters.
@@ -106,6 +134,9 @@ class Tuner {
   int rank_;
   CostParams params_;
   std::function<void(const std::string&)> log_;
+  std::vector<TuningRule> rules_;
+  // The rule's algorithm for spec, when rules cover it and it serves the call.
+  const Algorithm* rule_pick(const CollectiveSpec& spec) const;
   using Key = std::tuple<Collective, size_t, size_t, int, size_t>;
   std::map<Key, const Algorithm*> picks_;
   std::set<std::pair<Collective, int>> logged_;

@@ -315,6 +315,9 @@ std::string perf_usage() {
       --transport T        auto (shm between local processes), shm, tcp, or
                            inproc (ranks are threads of this one process)
       --json FILE          also write the rows as JSON
+      --calibrate FILE     measure alpha/beta and the fastest algorithm at each
+                           size of the sweep; write them to the tuning file
+                           FILE (read through CHORUS_TUNING_FILE)
   -h, --help               this text
 size = the total buffer as nccl-tests counts it (allgather: the gathered
 output, reduce_scatter: the input, alltoall: one rank's input); GB = 1e9 B.
@@ -396,6 +399,8 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
       o.transport = v;
     } else if (a == "--json") {
       o.json_file = v;
+    } else if (a == "--calibrate") {
+      o.calibrate_file = v;
     } else {
       bad("flag", a, "unknown flag");
     }

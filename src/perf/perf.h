@@ -39,6 +39,7 @@ struct PerfOptions {
   bool ranks_given = false;
   std::string transport = "auto";  // --transport
   std::string json_file;           // --json
+  std::string calibrate_file;      // --calibrate: write a tuning file instead of a table
   bool help = false;               // -h
   // Test hook (hidden flag --corrupt-one): after each checked call, the last
   // rank flips one output element before counting, so #wrong must say 1.

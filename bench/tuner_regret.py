@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Tuner regret: how much slower the tuner's pick is than the best algorithm.
+
+For each size, the tuner's pick comes from `chorus-perf -a auto`; the times of
+every algorithm come from `chorus-perf -a all`, repeated --reps times (median
+per size and algorithm). regret = median time of the pick / best median time,
+both taken from the same `-a all` runs, so that run-to-run noise does not
+enter the ratio. Out-of-place times.
+
+  bench/tuner_regret.py --perf build/tools/chorus-perf --ranks 2 --transport shm
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run(perf, args, algo):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [perf, "allreduce", "-a", algo, "--json", f.name] + args
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return json.load(open(f.name))["rows"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--perf", default="build/tools/chorus-perf")
+    p.add_argument("--ranks", default="2")
+    p.add_argument("--transport", default="shm")
+    p.add_argument("-b", default="8")
+    p.add_argument("-e", default="256M")
+    p.add_argument("-f", default="8")
+    p.add_argument("-n", default="20")
+    p.add_argument("--reps", type=int, default=3)
+    o = p.parse_args()
+    args = ["--ranks", o.ranks, "--transport", o.transport, "-b", o.b, "-e", o.e, "-f", o.f,
+            "-n", o.n, "-w", "3", "-c", "0"]
+    picks = {r["size_B"]: r["algo"] for r in run(o.perf, args, "auto")}
+    times = {}
+    for _ in range(o.reps):
+        for r in run(o.perf, args, "all"):
+            times.setdefault((r["size_B"], r["algo"]), []).append(r["out_of_place"]["time_us"])
+    print(f"# allreduce float32, N={o.ranks}, {o.transport}; medians of {o.reps} runs of -a all")
+    print(f"{'size(B)':>12} {'pick':>20} {'best':>20} {'pick(us)':>10} {'best(us)':>10} {'regret':>7}")
+    worst = 0.0
+    for size in sorted(picks):
+        med = {a: statistics.median(t) for (s, a), t in times.items() if s == size}
+        best = min(med, key=med.get)
+        pick = picks[size]
+        regret = med[pick] / med[best]
+        worst = max(worst, regret)
+        print(f"{size:>12} {pick:>20} {best:>20} {med[pick]:>10.2f} {med[best]:>10.2f} {regret:>7.2f}")
+    print(f"# worst regret {worst:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+#include "perf/calibrate.h"
+
+#include "api/communicator_impl.h"
+#include "core/check.h"
+
+#include <map>
+
+namespace chorus::perf {
+
+std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const std::string& link,
+                                        int nranks) {
+  // Best time per (collective, size); std::map keeps sizes ascending.
+  std::map<std::pair<Collective, size_t>, std::pair<double, std::string>> best;
+  for (const PerfRow& r : rows) {
+    if (!r.out_of_place.measured) continue;
+    auto [it, fresh] = best.try_emplace({r.collective, r.bytes}, r.out_of_place.time_us, r.algorithm);
+    if (!fresh && r.out_of_place.time_us < it->second.first)
+      it->second = {r.out_of_place.time_us, r.algorithm};
+  }
+  std::vector<TuningRule> rules;
+  for (const auto& [key, winner] : best) {
+    const bool same = !rules.empty() && rules.back().collective == key.first &&
+                      rules.back().algorithm == winner.second;
+    if (same) continue;  // the previous rule already covers this size
+    rules.push_back({key.first, link, nranks, key.second, winner.second});
+  }
+  return rules;
+}
+
+TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std::ostream* out) {
+  const LinkParams link = calibrate(comm);
+  PerfOptions sweep = options;
+  sweep.algorithms = {"all"};
+  sweep.check = false;  // timing only; correctness is what the tests and -c 1 are for
+  sweep.json_file.clear();
+  const PerfReport report = run_perf(comm, sweep, nullptr);
+  TuningTable table;
+  table.links[link.name] = link;
+  table.rules = rules_from_rows(report.rows, link.name, comm.size());
+  if (comm.rank() == 0) {
+    write_tuning_file(options.calibrate_file, table);
+    if (out) {
+      *out << "# chorus-perf --calibrate: " << link.name << " N=" << comm.size()
+           << " alpha " << link.alpha * 1e6 << " us, beta " << link.beta / 1e9 << " GB/s\n";
+      for (const TuningRule& r : table.rules)
+        *out << "#   " << to_string(r.collective) << " from " << r.min_bytes << " B: "
+             << r.algorithm << "\n";
+      *out << "# written to " << options.calibrate_file
+           << " (use it with CHORUS_TUNING_FILE=" << options.calibrate_file << ")\n";
+    }
+  }
+  return table;
+}
+
+}  // namespace chorus::perf

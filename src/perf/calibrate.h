@@ -1,0 +1,29 @@
+// chorus-perf --calibrate: measures what the tuner needs on this communicator
+// and writes it to a tuning file (model/tuner.h): the link's alpha and beta,
+// and, for each collective of the sweep, the fastest algorithm at each size
+// (measured rules that override the model where they apply).
+#pragma once
+
+#include "model/tuner.h"
+#include "perf/perf.h"
+
+#include <chorus/communicator.h>
+
+#include <ostream>
+
+namespace chorus::perf {
+
+// Collective: every rank calls it with the same options. Runs the sweep of
+// `options` with every algorithm (unchecked), keeps for each (collective,
+// size) the algorithm of least out-of-place time on rank 0's clock, merges
+// consecutive sizes with the same winner, and on rank 0 writes the table to
+// options.calibrate_file (keeping what the file holds for other link classes
+// and rank counts) and prints a summary to `out`. Returns the table.
+TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std::ostream* out);
+
+// The rules of a finished sweep: the fastest algorithm per (collective, size),
+// consecutive equal winners merged. Exposed for tests.
+std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const std::string& link,
+                                        int nranks);
+
+}  // namespace chorus::perf
