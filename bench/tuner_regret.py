@@ -8,7 +8,12 @@ both taken from the same `-a all` runs, so that run-to-run noise does not
 enter the ratio. Out-of-place times.
 
   bench/tuner_regret.py --perf build/tools/chorus-perf --ranks 2 --transport shm
+  bench/tuner_regret.py ... --tuning /tmp/shm2.json   # calibrate first, then measure
+
+With --tuning FILE, `chorus-perf --calibrate FILE` runs first (a separate
+sweep), and the -a auto run reads FILE through CHORUS_TUNING_FILE.
 """
+import os
 import argparse
 import json
 import statistics
@@ -17,10 +22,11 @@ import sys
 import tempfile
 
 
-def run(perf, args, algo):
+def run(perf, args, algo, env=None):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [perf, "allreduce", "-a", algo, "--json", f.name] + args
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env)
         return json.load(open(f.name))["rows"]
 
 
@@ -34,15 +40,23 @@ def main():
     p.add_argument("-f", default="8")
     p.add_argument("-n", default="20")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--tuning", help="calibrate into this tuning file first, then use it")
     o = p.parse_args()
     args = ["--ranks", o.ranks, "--transport", o.transport, "-b", o.b, "-e", o.e, "-f", o.f,
             "-n", o.n, "-w", "3", "-c", "0"]
-    picks = {r["size_B"]: r["algo"] for r in run(o.perf, args, "auto")}
+    env = dict(os.environ)
+    if o.tuning:
+        subprocess.run([o.perf, "allreduce", "--calibrate", o.tuning] + args, check=True,
+                       stdout=subprocess.DEVNULL)
+        env["CHORUS_TUNING_FILE"] = o.tuning
+    picks = {r["size_B"]: r["algo"] for r in run(o.perf, args, "auto", env)}
     times = {}
     for _ in range(o.reps):
         for r in run(o.perf, args, "all"):
             times.setdefault((r["size_B"], r["algo"]), []).append(r["out_of_place"]["time_us"])
-    print(f"# allreduce float32, N={o.ranks}, {o.transport}; medians of {o.reps} runs of -a all")
+    source = f"rules of {o.tuning}" if o.tuning else "the model"
+    print(f"# allreduce float32, N={o.ranks}, {o.transport}; picks from {source}; "
+          f"medians of {o.reps} runs of -a all")
     print(f"{'size(B)':>12} {'pick':>20} {'best':>20} {'pick(us)':>10} {'best(us)':>10} {'regret':>7}")
     worst = 0.0
     for size in sorted(picks):

@@ -14,8 +14,9 @@
 namespace chorus::perf {
 
 // Collective: every rank calls it with the same options. Runs the sweep of
-// `options` with every algorithm (unchecked), keeps for each (collective,
-// size) the algorithm of least out-of-place time on rank 0's clock, merges
+// `options` three times with every algorithm (unchecked), keeps for each
+// (collective, size) the algorithm of least median out-of-place time on rank
+// 0's clock, merges
 // consecutive sizes with the same winner, and on rank 0 writes the table to
 // options.calibrate_file (keeping what the file holds for other link classes
 // and rank counts) and prints a summary to `out`. Returns the table.
