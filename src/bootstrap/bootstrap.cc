@@ -169,7 +169,7 @@ std::string host_identity() {
 std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
                                              const std::string& transport, const Config& config,
                                              const std::string& tcp_address, Deadline deadline) {
-  const std::string me = host_identity();
+  const std::string me = config.host_id.empty() ? host_identity() : config.host_id;
   store.set(str_cat("host/", rank), to_bytes(me));
   std::vector<std::string> hosts(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) hosts[static_cast<size_t>(r)] = to_string(store.get(str_cat("host/", r), deadline));

@@ -17,6 +17,9 @@
 //   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
 //                      (default: the local address that routes to the store)
 //   CHORUS_TUNING_FILE calibrated alpha/beta for the tuner
+//   CHORUS_HOST_ID     the host identity this rank publishes (default hostname
+//                      and boot id): ranks with equal identities use shm
+//                      between them; lets one machine stand in for several
 //   CHORUS_BIND        core | none: chorus-run and chorus-perf bind local
 //                      ranks to cores when there are enough (default core)
 #pragma once
@@ -48,6 +51,7 @@ struct Config {
   size_t tcp_streams = 1;
   std::string tcp_address;  // "" = derive from the route to the store
   bool bind_cores = true;   // CHORUS_BIND
+  std::string host_id;      // CHORUS_HOST_ID; "" = hostname and boot id
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;
