@@ -333,15 +333,38 @@ TEST(ShmTransport, BigMessagesBothDirectionsDoNotDeadlock) {
   }
 }
 
-// A size mismatch is Error(mismatch) on the receiver and on the sender.
+// Inline sends are eager: they complete once the message sits in its slots,
+// before the receive is posted. Here each rank waits for its send before it
+// posts its receive, which would deadlock (and time out) with rendezvous
+// completion.
+TEST(ShmTransport, InlineSendsCompleteBeforeTheirReceiveIsPosted) {
+  auto out = run_processes(2, small_slots(), [&](int rank, Transport& t) {
+    const int peer = 1 - rank;
+    for (size_t bytes : {size_t{8}, size_t{1000}}) {
+      std::vector<std::byte> mine(bytes, static_cast<std::byte>(rank + 1)), theirs(bytes);
+      wait_all(t, {t.isend(peer, mine.data(), bytes)}, in(10s));
+      std::fill(mine.begin(), mine.end(), std::byte{0});  // src is free once the send completed
+      wait_all(t, {t.irecv(peer, theirs.data(), bytes, nullptr)}, in(10s));
+      for (std::byte b : theirs)
+        require(b == static_cast<std::byte>(peer + 1), "wrong byte from peer ", peer);
+    }
+  });
+  expect_all_ok(out);
+}
+
+// A size mismatch is Error(mismatch) on the receiver and on the sender. The
+// sender's eager send has completed by then, so the sender learns of the
+// mismatch at its next call: here a receive from the refusing peer.
 TEST(ShmTransport, SizeMismatchFailsBothSides) {
   auto out = run_processes(2, small_slots(), [&](int rank, Transport& t) {
     std::vector<std::byte> buf(200);
     try {
-      if (rank == 0)
+      if (rank == 0) {
         wait_all(t, {t.isend(1, buf.data(), 100)}, in(10s));
-      else
+        wait_all(t, {t.irecv(1, buf.data(), 8, nullptr)}, in(10s));
+      } else {
         wait_all(t, {t.irecv(0, buf.data(), 200, nullptr)}, in(10s));
+      }
     } catch (const Error& e) {
       require(e.code() == ErrorCode::mismatch, "expected mismatch, got ", to_string(e.code()), ": ",
               e.what());

@@ -21,6 +21,8 @@
 // very cache line that carries the header and, for a message of up to
 // kSmallBytes, the payload too: a small message costs the receiver one cache
 // miss. The sender may reuse slot i for index i + slots once tail > i.
+// A message sent inline is complete for the sender once its last slot is
+// published (eager); only a cross-memory message waits for the tail.
 #pragma once
 
 #include <atomic>
@@ -35,7 +37,7 @@ namespace chorus::shm {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr size_t kReasonBytes = 512;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -50,6 +52,12 @@ struct alignas(kCacheLine) Doorbell {
   std::atomic<uint32_t> sleeping{0};
 };
 
+// CPUs a rank may run on, as a bit set (CPU c is bit c % 64 of word c / 64).
+inline constexpr size_t kCpuWords = 16;  // 1024 CPUs
+struct CpuMask {
+  uint64_t words[kCpuWords] = {};
+};
+
 struct alignas(kCacheLine) SegmentHeader {
   uint64_t magic = 0;
   uint32_t version = 0;
@@ -59,6 +67,9 @@ struct alignas(kCacheLine) SegmentHeader {
   uint64_t slots = 0;
   uint64_t slot_bytes = 0;
   uint64_t total_bytes = 0;
+  // The owner's CPU affinity at set-up: the ranks compare theirs to learn
+  // whether each has a core of its own (then a waiting rank may spin).
+  CpuMask cpus;
   Doorbell bell;
   // Set (release) by the owner when it aborts or destroys its transport;
   // `reason` is written before `aborted`.
@@ -70,12 +81,16 @@ struct alignas(kCacheLine) SegmentHeader {
 // Control block of one FIFO (sender S -> owner R).
 struct FifoControl {
   // Slots consumed by the receiver (written by R only). The sender reads it to
-  // find free slots and to learn that a message was taken.
+  // find free slots and to learn that a cross-memory message was taken.
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
   // A size mismatch found by the receiver: 1 + index of the first slot of the
-  // offending message (0: none), and the byte count the receiver expected.
-  // Written before the receiver throws, read by the sender.
-  std::atomic<uint64_t> error_slot{0};
+  // offending message (0: none), the byte count the sender sent and the one
+  // the receiver expected. Written before the receiver throws, read by the
+  // sender. On a line of its own: the sender polls error_slot at every isend,
+  // and a line the receiver never writes in normal operation stays in the
+  // sender's cache, where the tail's line (written per message) would not.
+  alignas(kCacheLine) std::atomic<uint64_t> error_slot{0};
+  std::atomic<uint64_t> error_sent{0};
   std::atomic<uint64_t> error_expected{0};
 };
 

@@ -6,9 +6,11 @@
 // map each other's segments, and unlink them as soon as every rank has
 // attached, so nothing is left in /dev/shm even when a rank is killed later.
 //
-// Waits spin for ShmOptions::spin (yielding the core) and then sleep on the
-// doorbell; a sender issues FUTEX_WAKE only when the receiver has announced
-// that it sleeps. Large messages stream through the FIFO in slices, or, where
+// Waits spin for ShmOptions::spin and then sleep on the doorbell; a sender
+// issues FUTEX_WAKE only when the receiver has announced that it sleeps. A
+// rank bound to a core of its own spins on it; otherwise it yields the core
+// after a few microseconds (at once when the ranks outnumber their CPUs).
+// Sends that go through slots complete as soon as they are published. Large messages stream through the FIFO in slices, or, where
 // the kernel allows it, are read in one copy straight out of the sender's
 // buffer with process_vm_readv (Cross Memory Attach).
 //
