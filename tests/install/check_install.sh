@@ -2,10 +2,13 @@
 # Installs chorus from a build tree into a temporary prefix, then builds and
 # runs a user program against it twice: through pkg-config and through
 # find_package(chorus CONFIG).
-#   check_install.sh BUILD_DIR SOURCE_DIR
+#   check_install.sh BUILD_DIR SOURCE_DIR [EXTRA_FLAGS]
+# EXTRA_FLAGS reach the user program's compile and link (a sanitizer build of
+# chorus needs the sanitizer runtime in the program too).
 set -euo pipefail
 build=$1
 src=$2
+extra=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" > /dev/null
@@ -13,7 +16,7 @@ test -f "$tmp/prefix/include/chorus/chorus.h"
 
 # 1. pkg-config, exactly as the README shows it.
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig"
-g++ -std=c++20 "$src/examples/allreduce.cc" -o "$tmp/app_pc" $(pkg-config --cflags --libs chorus)
+g++ -std=c++20 $extra "$src/examples/allreduce.cc" -o "$tmp/app_pc" $(pkg-config --cflags --libs chorus)
 "$tmp/app_pc" | grep -q "sum = 10"
 
 # 2. CMake package.
@@ -25,7 +28,8 @@ find_package(chorus CONFIG REQUIRED)
 add_executable(app $src/examples/allreduce.cc)
 target_link_libraries(app PRIVATE chorus::chorus)
 CM
-cmake -S "$tmp/user" -B "$tmp/user/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" > /dev/null
+cmake -S "$tmp/user" -B "$tmp/user/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_CXX_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > /dev/null
 cmake --build "$tmp/user/build" > /dev/null
 "$tmp/user/build/app" | grep -q "sum = 10"
 echo "install check: pkg-config and find_package builds both ran"
