@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <ostream>
+#include <utility>
 
 namespace chorus {
 namespace detail {
@@ -13,6 +14,9 @@ namespace detail {
 namespace {
 
 constexpr size_t kProgramCacheEntries = 256;
+// WorkStates kept for reuse: a blocking loop needs one; a few more cover
+// short bursts of non-blocking calls.
+constexpr size_t kSpareWork = 8;
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   if (a_bytes == 0 || b_bytes == 0) return false;
@@ -59,7 +63,7 @@ ScratchPool::Buffer ScratchPool::take(size_t bytes) {
 }
 
 void ScratchPool::give(Buffer buffer) {
-  if (buffer.bytes == 0) return;
+  if (buffer.bytes == 0 || buffer.data == nullptr) return;
   constexpr size_t kKeep = 4;
   free_.push_back(std::move(buffer));
   if (free_.size() > kKeep) {
@@ -154,13 +158,27 @@ std::shared_ptr<const PreparedProgram> CommunicatorImpl::program_for(const Algor
   return program;
 }
 
+std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
+  for (auto& w : spare_work_) {
+    if (w.use_count() != 1) continue;  // a Work handle or the engine still holds it
+    pool_.give(std::exchange(w->scratch, {}));  // a failed call's, if any
+    w->avg_out = nullptr;
+    w->error = nullptr;
+    w->finished = false;
+    return w;
+  }
+  auto w = std::make_shared<WorkState>();
+  w->comm = this;
+  if (spare_work_.size() < kSpareWork) spare_work_.push_back(w);
+  return w;
+}
+
 std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) {
   if (broken_) std::rethrow_exception(broken_);
   validate(call);
   static const CallOptions kDefaults;
   const CallOptions& options = call.options ? *call.options : kDefaults;
-  auto work = std::make_shared<WorkState>();
-  work->comm = this;
+  auto work = new_work();
   const bool empty = call.collective != Collective::barrier && call.count == 0;
   if (empty || (size() == 1 && call.collective == Collective::barrier)) {
     work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
@@ -169,25 +187,33 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   const size_t es = call.collective == Collective::barrier ? 1 : dtype_size(call.type);
   CollectiveSpec spec{call.collective, size(), rank(), call.count, es, call.root,
                       config_.segment_bytes};
-  const Algorithm& algo = choose(spec, options);
-  auto program = program_for(algo, spec);
+  LastCall& last = last_call_;
+  if (!(last.algorithm != nullptr && last.collective == call.collective &&
+        last.count == call.count && last.elem_size == es && last.root == call.root &&
+        last.algorithm_option == options.algorithm)) {
+    const Algorithm& chosen = choose(spec, options);
+    auto prepared = program_for(chosen, spec);
+    last = LastCall{call.collective, call.count, es,     call.root, options.algorithm,
+                    &chosen,         std::move(prepared)};
+  }
+  const Algorithm& algo = *last.algorithm;
+  const std::shared_ptr<const PreparedProgram>& program = last.program;
   work->scratch = pool_.take(program->program.scratch_count * es);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
-  work->exec = std::make_shared<Execution>(
-      program, buffers, call.type, call.op, CallLabel{to_string(call.collective), algo.name},
-      Clock::now() + timeout);
+  work->exec.restart(program, buffers, call.type, call.op,
+                     CallLabel{to_string(call.collective), algo.name}, Clock::now() + timeout);
   if (call.op == ReduceOp::avg &&
       (call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
        (call.collective == Collective::reduce && rank() == call.root))) {
-    const size_t n = static_cast<size_t>(size());
-    const size_t out = buffer_counts(spec).output;
-    void* recv = call.recv;
-    const DataType type = call.type;
-    work->on_done = [=] { divide_by(type, recv, out, n); };
+    work->avg_out = call.recv;
+    work->avg_count = buffer_counts(spec).output;
+    work->avg_divisor = static_cast<size_t>(size());
+    work->avg_type = call.type;
   }
   try {
-    engine_.enqueue(work->exec);
+    // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
+    engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
   } catch (...) {
     fail_all(std::current_exception());
     throw;
@@ -236,16 +262,12 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
     program.ops.push_back(std::move(op));
     cached = prepare(std::move(program));
   }
-  auto program = cached;
-
-  auto work = std::make_shared<WorkState>();
-  work->comm = this;
+  auto work = new_work();
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
-  work->exec = std::make_shared<Execution>(std::move(program), ExecBuffers{send, recv, nullptr},
-                                           type, ReduceOp::sum, CallLabel{what, {}, peer},
-                                           Clock::now() + timeout);
+  work->exec.restart(cached, ExecBuffers{send, recv, nullptr}, type, ReduceOp::sum,
+                     CallLabel{what, {}, peer}, Clock::now() + timeout);
   try {
-    engine_.enqueue(work->exec);
+    engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
   } catch (...) {
     fail_all(std::current_exception());
     throw;
@@ -254,12 +276,25 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
   return work;
 }
 
+// Marks a call finished (its avg division applied) and returns its scratch;
+// the caller removes it from outstanding_.
 void CommunicatorImpl::retire(WorkState& w) {
   if (w.finished) return;
   w.finished = true;
-  if (w.on_done && !w.error) w.on_done();
-  pool_.give(std::move(w.scratch));
-  std::erase_if(outstanding_, [&](const auto& p) { return p.get() == &w; });
+  if (w.avg_out != nullptr && !w.error) divide_by(w.avg_type, w.avg_out, w.avg_count, w.avg_divisor);
+  pool_.give(std::exchange(w.scratch, {}));
+}
+
+void CommunicatorImpl::retire_done() {
+  size_t keep = 0;
+  for (size_t i = 0; i < outstanding_.size(); ++i) {
+    if (outstanding_[i]->exec.done()) {
+      retire(*outstanding_[i]);
+    } else {
+      outstanding_[keep++] = std::move(outstanding_[i]);
+    }
+  }
+  outstanding_.resize(keep);
 }
 
 void CommunicatorImpl::fail_all(std::exception_ptr error) {
@@ -280,13 +315,12 @@ void CommunicatorImpl::wait(WorkState& w) {
   if (!w.finished) {
     if (broken_) std::rethrow_exception(broken_);
     try {
-      engine_.wait(*w.exec);
+      engine_.wait(w.exec);
     } catch (...) {
       fail_all(std::current_exception());
     }
     // Earlier calls complete first on every rank; finish those that are done.
-    for (auto& o : std::vector(outstanding_))
-      if (o->exec->done()) retire(*o);
+    retire_done();
   }
   if (w.error) std::rethrow_exception(w.error);
 }
@@ -300,8 +334,7 @@ bool CommunicatorImpl::test(WorkState& w) {
     fail_all(std::current_exception());
     return true;
   }
-  for (auto& o : std::vector(outstanding_))
-    if (o->exec->done()) retire(*o);
+  retire_done();
   return w.finished;
 }
 

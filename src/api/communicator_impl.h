@@ -52,11 +52,20 @@ class ScratchPool {
   std::vector<Buffer> free_;
 };
 
+// One call in progress. The communicator recycles these (with their
+// Execution's arrays) once nobody holds them, so that a call allocates
+// nothing; the engine holds the Execution through an aliasing pointer that
+// keeps the whole WorkState alive.
 struct WorkState {
   CommunicatorImpl* comm = nullptr;
   ScratchPool::Buffer scratch;
-  std::shared_ptr<Execution> exec;
-  std::function<void()> on_done;  // e.g. the avg division
+  Execution exec;
+  // The avg division, applied to `avg_count` elements of `avg_out` once the
+  // sum is complete (avg_out == nullptr: none).
+  void* avg_out = nullptr;
+  size_t avg_count = 0;
+  size_t avg_divisor = 0;
+  DataType avg_type = DataType::float32;
   std::exception_ptr error;
   bool finished = false;
 };
@@ -70,7 +79,10 @@ class CommunicatorImpl {
   int size() const { return transport_->size(); }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
-  void set_selector(AlgorithmSelector selector) { selector_ = std::move(selector); }
+  void set_selector(AlgorithmSelector selector) {
+    selector_ = std::move(selector);
+    last_call_ = {};  // its choice may differ now
+  }
 
   // Validates, picks the algorithm, builds (or reuses) the program, starts it.
   std::shared_ptr<WorkState> submit(const CallDescriptor& call);
@@ -91,6 +103,10 @@ class CommunicatorImpl {
                                                      const CollectiveSpec& spec);
   void fail_all(std::exception_ptr error);
   void retire(WorkState& work);
+  // Retires every outstanding call whose execution is done, in order.
+  void retire_done();
+  // A recycled or new WorkState for one call.
+  std::shared_ptr<WorkState> new_work();
 
   std::unique_ptr<Transport> transport_;
   Config config_;
@@ -104,6 +120,22 @@ class CommunicatorImpl {
   std::map<ProgramKey, std::shared_ptr<const PreparedProgram>> programs_;
   // One-op programs of point-to-point calls, by (kind, peer, count).
   std::map<std::tuple<int, int, size_t>, std::shared_ptr<const PreparedProgram>> p2p_programs_;
+  // The algorithm and program of the last collective call: a loop of equal
+  // calls skips the override parsing, the tuner's and the cache's lookups.
+  // Valid because the choice is a function of exactly these fields (config
+  // and selector are fixed; set_selector clears it).
+  struct LastCall {
+    Collective collective = Collective::allreduce;
+    size_t count = 0;
+    size_t elem_size = 0;
+    int root = -1;
+    std::string algorithm_option;  // CallOptions::algorithm
+    const Algorithm* algorithm = nullptr;
+    std::shared_ptr<const PreparedProgram> program;
+  };
+  LastCall last_call_;
+  // WorkStates to recycle; one is free when only this list holds it.
+  std::vector<std::shared_ptr<WorkState>> spare_work_;
 };
 
 }  // namespace detail

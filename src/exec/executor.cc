@@ -8,6 +8,11 @@
 
 namespace chorus {
 
+namespace {
+// Holes at the front of the in-flight list that make it worth compacting.
+constexpr size_t kCompactAfter = 64;
+}  // namespace
+
 std::string CallLabel::str() const {
   if (peer >= 0) return str_cat(operation, " ", peer);
   return str_cat(operation, "(", algorithm, ")");
@@ -38,18 +43,25 @@ std::shared_ptr<const PreparedProgram> prepare(Program program) {
 }
 
 Execution::Execution(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers,
-                     DataType type, ReduceOp op, CallLabel label, Deadline deadline)
-    : prepared_(std::move(program)),
-      program_(prepared_->program),
-      buffers_(buffers),
-      type_(type),
-      op_(op),
-      elem_size_(dtype_size(type)),
-      label_(label),
-      deadline_(deadline),
-      missing_deps_(prepared_->dep_count),
-      state_(program_.ops.size(), 0),
-      remaining_(program_.ops.size()) {}
+                     DataType type, ReduceOp op, CallLabel label, Deadline deadline) {
+  restart(std::move(program), buffers, type, op, label, deadline);
+}
+
+void Execution::restart(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers,
+                        DataType type, ReduceOp op, CallLabel label, Deadline deadline) {
+  prepared_ = std::move(program);
+  program_ = &prepared_->program;
+  buffers_ = buffers;
+  type_ = type;
+  op_ = op;
+  elem_size_ = dtype_size(type);
+  label_ = label;
+  deadline_ = deadline;
+  // assign() keeps the capacity: no allocation once the arrays have grown.
+  missing_deps_.assign(prepared_->dep_count.begin(), prepared_->dep_count.end());
+  state_.assign(program_->ops.size(), 0);
+  remaining_ = program_->ops.size();
+}
 
 std::byte* Execution::address(const Region& r) const {
   std::byte* base = nullptr;
@@ -67,7 +79,7 @@ std::string Execution::pending_summary() const {
   size_t shown = 0;
   for (size_t i = 0; i < state_.size() && shown < 4; ++i) {
     if ((state_[i] & kFinished) || missing_deps_[i] > 0) continue;
-    const Op& o = program_.ops[i];
+    const Op& o = program_->ops[i];
     s += str_cat(shown ? "; " : "", to_string(o.kind),
                  has_peer(o.kind) ? str_cat(o.kind == OpKind::send ? " to" : " from", " peer ", o.peer)
                                   : std::string(),
@@ -86,7 +98,7 @@ Engine::Engine(Transport& transport)
 void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
   Execution& e = *exec;
   active_.push_back(exec);
-  const auto& ops = e.program_.ops;
+  const auto& ops = e.program_->ops;
   // Reserve this execution's place in every peer queue first, so that ops of a
   // later execution can never overtake it on a channel.
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -105,7 +117,7 @@ void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
 }
 
 void Engine::op_ready(Execution& e, OpIndex op) {
-  const Op& o = e.program_.ops[op];
+  const Op& o = e.program_->ops[op];
   e.state_[op] |= Execution::kReady;
   if (has_peer(o.kind)) {
     pump_peer(o.peer, o.kind == OpKind::send);
@@ -115,7 +127,7 @@ void Engine::op_ready(Execution& e, OpIndex op) {
 }
 
 void Engine::start_local(Execution& e, OpIndex op) {
-  const Op& o = e.program_.ops[op];
+  const Op& o = e.program_->ops[op];
   e.state_[op] &= static_cast<uint8_t>(~Execution::kReady);
   const size_t bytes = o.dst.count * e.elem_size_;
   if (bytes > 0) {
@@ -139,7 +151,7 @@ void Engine::pump_peer(int peer, bool sends) {
     if (!(e.state_[p.op] & Execution::kReady)) return;
     q.pop_front();
     e.state_[p.op] &= static_cast<uint8_t>(~Execution::kReady);
-    const Op& o = e.program_.ops[p.op];
+    const Op& o = e.program_->ops[p.op];
     RequestId id;
     if (sends) {
       id = transport_.isend(peer, e.address(o.src), o.src.count * e.elem_size_);
@@ -149,8 +161,36 @@ void Engine::pump_peer(int peer, bool sends) {
       id = transport_.irecv(peer, e.address(o.dst), o.dst.count * e.elem_size_,
                             o.kind == OpKind::recv_reduce ? &red : nullptr);
     }
-    in_flight_.emplace(id, p);
+    track(id, p);
   }
+}
+
+void Engine::track(RequestId id, Pending pending) {
+  auto pos = in_flight_.end();
+  const auto first = in_flight_.begin() + static_cast<std::ptrdiff_t>(in_flight_head_);
+  while (pos != first && std::prev(pos)->id > id) --pos;
+  in_flight_.insert(pos, InFlight{id, pending});
+}
+
+Engine::Pending Engine::untrack(RequestId id) {
+  const auto first = in_flight_.begin() + static_cast<std::ptrdiff_t>(in_flight_head_);
+  const auto it = std::lower_bound(first, in_flight_.end(), id,
+                                   [](const InFlight& f, RequestId v) { return f.id < v; });
+  if (it == in_flight_.end() || it->id != id || it->pending.exec == nullptr)
+    fail(ErrorCode::internal, "rank ", rank_, ": unknown request ", id);
+  const Pending p = it->pending;
+  it->pending.exec = nullptr;
+  while (in_flight_head_ < in_flight_.size() && in_flight_[in_flight_head_].pending.exec == nullptr)
+    ++in_flight_head_;
+  if (in_flight_head_ == in_flight_.size()) {
+    in_flight_.clear();  // keeps the capacity
+    in_flight_head_ = 0;
+  } else if (in_flight_head_ >= kCompactAfter && 2 * in_flight_head_ >= in_flight_.size()) {
+    // Long-lived requests at the front: drop the holes before them.
+    in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(in_flight_head_));
+    in_flight_head_ = 0;
+  }
+  return p;
 }
 
 void Engine::finish_op(Execution& e, OpIndex op) {
@@ -167,10 +207,7 @@ void Engine::finish_op(Execution& e, OpIndex op) {
 void Engine::dispatch(const std::vector<RequestId>& done) {
   bool any_finished = false;
   for (RequestId id : done) {
-    auto it = in_flight_.find(id);
-    if (it == in_flight_.end()) fail(ErrorCode::internal, "rank ", rank_, ": unknown request ", id);
-    const Pending p = it->second;
-    in_flight_.erase(it);
+    const Pending p = untrack(id);
     finish_op(*p.exec, p.op);
     any_finished |= p.exec->done();
   }

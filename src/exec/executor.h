@@ -17,7 +17,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace chorus {
@@ -50,8 +49,15 @@ struct ExecBuffers {
 
 class Execution {
  public:
+  // An execution of no program: done at once; restart() gives it one.
+  Execution() = default;
   Execution(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers, DataType type,
             ReduceOp op, CallLabel label, Deadline deadline);
+  // Makes this a fresh execution of `program`, reusing the per-op arrays of
+  // the previous one (a communicator recycles its executions, so that a call
+  // allocates nothing). Only while no Engine runs it.
+  void restart(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers, DataType type,
+               ReduceOp op, CallLabel label, Deadline deadline);
 
   bool done() const { return remaining_ == 0; }
   // "allreduce(ring)", for messages.
@@ -67,16 +73,16 @@ class Execution {
   enum : uint8_t { kReady = 1, kFinished = 2 };  // op states (bits)
 
   std::shared_ptr<const PreparedProgram> prepared_;
-  const Program& program_;
+  const Program* program_ = nullptr;  // prepared_->program
   ExecBuffers buffers_;
-  DataType type_;
-  ReduceOp op_;
-  size_t elem_size_;
+  DataType type_ = DataType::float32;
+  ReduceOp op_ = ReduceOp::sum;
+  size_t elem_size_ = 0;
   CallLabel label_;
-  Deadline deadline_;
+  Deadline deadline_{};
   std::vector<uint32_t> missing_deps_;  // per op
   std::vector<uint8_t> state_;          // per op: kReady (deps done, not started), kFinished
-  size_t remaining_;
+  size_t remaining_ = 0;
 };
 
 class Engine {
@@ -101,6 +107,8 @@ class Engine {
   void start_local(Execution& e, OpIndex op);
   void pump_peer(int peer, bool sends);
   void dispatch(const std::vector<RequestId>& done);
+  void track(RequestId id, Pending pending);
+  Pending untrack(RequestId id);
   [[noreturn]] void timed_out(const Execution& e);
 
   Transport& transport_;
@@ -108,7 +116,17 @@ class Engine {
   // Per peer, ops waiting to be posted in order (sends, receives).
   std::vector<std::deque<Pending>> send_queue_;
   std::vector<std::deque<Pending>> recv_queue_;
-  std::unordered_map<RequestId, Pending> in_flight_;
+  // Requests posted to the transport and not yet completed, sorted by id.
+  // Transports hand out growing ids, so a new request is (nearly always)
+  // appended; a completed one becomes a hole (exec == nullptr) until the
+  // holes reach the front. No allocation per request, unlike a hash map's
+  // nodes, and a lookup is a binary search over the few requests in flight.
+  struct InFlight {
+    RequestId id;
+    Pending pending;
+  };
+  std::vector<InFlight> in_flight_;
+  size_t in_flight_head_ = 0;  // entries before it are all holes
   std::vector<std::shared_ptr<Execution>> active_;
   std::vector<RequestId> done_scratch_;
 };
