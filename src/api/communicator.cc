@@ -74,7 +74,11 @@ void ScratchPool::give(Buffer buffer) {
 }
 
 CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config config)
-    : transport_(std::move(transport)), config_(std::move(config)), engine_(*transport_) {}
+    : transport_(std::move(transport)),
+      rank_(transport_->rank()),
+      size_(transport_->size()),
+      config_(std::move(config)),
+      engine_(*transport_) {}
 
 CommunicatorImpl::~CommunicatorImpl() = default;
 
@@ -202,7 +206,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
   work->exec.restart(program, buffers, call.type, call.op,
-                     CallLabel{to_string(call.collective), algo.name}, Clock::now() + timeout);
+                     CallLabel{to_string(call.collective), algo.name}, Deadline::max());
   if (call.op == ReduceOp::avg &&
       (call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
        (call.collective == Collective::reduce && rank() == call.root))) {
@@ -218,6 +222,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
     fail_all(std::current_exception());
     throw;
   }
+  // After enqueue, which has published the first small messages already.
+  work->exec.set_deadline(Clock::now() + timeout);
   outstanding_.push_back(work);
   return work;
 }

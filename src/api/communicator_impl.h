@@ -75,8 +75,8 @@ class CommunicatorImpl {
   CommunicatorImpl(std::unique_ptr<Transport> transport, Config config);
   ~CommunicatorImpl();
 
-  int rank() const { return transport_->rank(); }
-  int size() const { return transport_->size(); }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
   void set_selector(AlgorithmSelector selector) {
@@ -109,6 +109,8 @@ class CommunicatorImpl {
   std::shared_ptr<WorkState> new_work();
 
   std::unique_ptr<Transport> transport_;
+  int rank_;  // transport_'s, read once: the checks use them on every call
+  int size_;
   Config config_;
   Engine engine_;
   AlgorithmSelector selector_;

@@ -92,6 +92,7 @@ std::string Execution::pending_summary() const {
 Engine::Engine(Transport& transport)
     : transport_(transport),
       rank_(transport.rank()),
+      size_(transport.size()),
       send_queue_(static_cast<size_t>(transport.size())),
       recv_queue_(static_cast<size_t>(transport.size())) {}
 
@@ -104,7 +105,7 @@ void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& o = ops[i];
     if (!has_peer(o.kind)) continue;
-    if (o.peer < 0 || o.peer >= transport_.size() || o.peer == rank_)
+    if (o.peer < 0 || o.peer >= size_ || o.peer == rank_)
       fail(ErrorCode::internal, "rank ", rank_, ": ", e.context(), ": op ", i, " names peer ",
            o.peer);
     auto& q = o.kind == OpKind::send ? send_queue_[static_cast<size_t>(o.peer)]

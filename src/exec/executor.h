@@ -63,6 +63,9 @@ class Execution {
   // "allreduce(ring)", for messages.
   std::string context() const { return label_.str(); }
   Deadline deadline() const { return deadline_; }
+  // The deadline may be set after enqueue: the clock read is then off the
+  // path to the first message.
+  void set_deadline(Deadline deadline) { deadline_ = deadline; }
   // Describes what is still pending, for timeout messages.
   std::string pending_summary() const;
 
@@ -113,6 +116,7 @@ class Engine {
 
   Transport& transport_;
   int rank_;
+  int size_;
   // Per peer, ops waiting to be posted in order (sends, receives).
   std::vector<std::deque<Pending>> send_queue_;
   std::vector<std::deque<Pending>> recv_queue_;

@@ -82,6 +82,10 @@ constexpr std::chrono::microseconds kPausePhase{5};
 // sees a message within ~50 ns of its arrival, where the earlier bursts of
 // 16 pauses added ~0.2 us on average to every small message.
 constexpr int kPollsPerClockRead = 8;
+// isend publishes messages up to this size itself (a copy of a few
+// microseconds at most); larger ones wait for the next progress pass, so
+// that isend stays cheap.
+constexpr size_t kPublishInIsendBytes = size_t{16} << 10;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -165,6 +169,12 @@ class ShmTransport final : public Transport {
     const RequestId id = next_id_++;
     const bool cma = cma_enabled_ && cma_threshold_ > 0 && bytes >= cma_threshold_;
     p.sends.push_back(PendingSend{id, static_cast<const std::byte*>(data), bytes, cma});
+    // A small message goes out now, not at the next progress pass: the peer
+    // may be spinning on it. (It completes at that pass.)
+    if (bytes <= kPublishInIsendBytes && p.first_unwritten + 1 == p.sends.size()) {
+      fill_slots(p);
+      if (p.touched) ring_touched();
+    }
     return id;
   }
 
@@ -197,6 +207,15 @@ class ShmTransport final : public Transport {
     // yields, because the peer we wait for may need this very core -- on a
     // busy host it often does, and a pure spin would then cost the whole
     // budget plus a futex wake-up per message.
+    if (!oversubscribed_) {
+      // A reply is often a fraction of a microsecond away: poll before
+      // paying for the first clock read.
+      for (int i = 0; i < kPollsPerClockRead; ++i) {
+        cpu_relax();
+        progress(done);
+        if (done.size() > before) return;
+      }
+    }
     const auto start = Clock::now();
     const auto spin_end = start + spin_;
     if (!oversubscribed_) {
@@ -366,7 +385,28 @@ class ShmTransport final : public Transport {
   }
 
   void send_to(Peer& p, std::vector<RequestId>& done) {
-    // Fill free slots with the unwritten sends, in order.
+    fill_slots(p);
+    // Complete the sends in order: an inline one once all its slots are
+    // published, a cross-memory one once the receiver has consumed its slot.
+    while (!p.sends.empty() && p.sends.front().all_written) {
+      const PendingSend& m = p.sends.front();
+      if (m.cross_memory && p.out_tail_seen <= m.last_slot) {
+        p.out_tail_seen = p.out->tail.load(std::memory_order_seq_cst);
+        if (p.out_tail_seen <= m.last_slot) {
+          check_send_error(p);
+          return;
+        }
+      }
+      check_not_aborted(p);
+      done.push_back(m.id);
+      p.sends.pop_front();
+      --p.first_unwritten;
+    }
+    if (!p.sends.empty()) check_send_error(p);
+  }
+
+  // Fills free slots with the unwritten sends, in order.
+  void fill_slots(Peer& p) {
     while (p.first_unwritten < p.sends.size()) {
       if (p.out_next - p.out_tail_seen == layout_.slots) {
         p.out_tail_seen = p.out->tail.load(std::memory_order_seq_cst);
@@ -399,23 +439,6 @@ class ShmTransport final : public Transport {
         ++p.first_unwritten;
       }
     }
-    // Complete the sends in order: an inline one once all its slots are
-    // published, a cross-memory one once the receiver has consumed its slot.
-    while (!p.sends.empty() && p.sends.front().all_written) {
-      const PendingSend& m = p.sends.front();
-      if (m.cross_memory && p.out_tail_seen <= m.last_slot) {
-        p.out_tail_seen = p.out->tail.load(std::memory_order_seq_cst);
-        if (p.out_tail_seen <= m.last_slot) {
-          check_send_error(p);
-          return;
-        }
-      }
-      check_not_aborted(p);
-      done.push_back(m.id);
-      p.sends.pop_front();
-      --p.first_unwritten;
-    }
-    if (!p.sends.empty()) check_send_error(p);
   }
 
   void check_send_error(const Peer& p) {
