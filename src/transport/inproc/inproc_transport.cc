@@ -48,6 +48,11 @@ struct Mailbox {
   std::atomic<size_t> ready{0};  // size of `done`, for the lock-free spin
   // Peers this rank currently waits for (pending receives or sends), counted.
   std::vector<int> waiting_on;
+  // Deliveries in progress on other threads that read or write this rank's
+  // buffers (a pending request of this rank that a peer has taken off a
+  // channel). A rank that withdraws waits for these to finish before its
+  // buffers may go away.
+  std::atomic<int> borrowed{0};
 };
 
 }  // namespace
@@ -158,8 +163,11 @@ class InprocTransport final : public Transport {
     }
     PendingRecv r = std::move(ch.recvs.front());
     ch.recvs.pop_front();
+    Mailbox& owner = world_->box(peer);
+    owner.borrowed.fetch_add(1, std::memory_order_acq_rel);  // under the lock: see withdraw()
     lock.unlock();
     deliver(rank_, id, data, bytes, peer, r);
+    owner.borrowed.fetch_sub(1, std::memory_order_acq_rel);
     return id;
   }
 
@@ -176,8 +184,11 @@ class InprocTransport final : public Transport {
     }
     PendingSend s = ch.sends.front();
     ch.sends.pop_front();
+    Mailbox& owner = world_->box(peer);
+    owner.borrowed.fetch_add(1, std::memory_order_acq_rel);
     lock.unlock();
     deliver(peer, s.id, s.data, s.bytes, rank_, r);
+    owner.borrowed.fetch_sub(1, std::memory_order_acq_rel);
     return id;
   }
 
@@ -204,9 +215,35 @@ class InprocTransport final : public Transport {
     }
   }
 
-  void abort(const std::string& reason) override { world_->mark_failed(rank_, reason); }
+  void abort(const std::string& reason) override {
+    world_->mark_failed(rank_, reason);
+    withdraw();
+  }
+
+  ~InprocTransport() override { withdraw(); }
 
  private:
+  // Takes this rank's pending requests off every channel, then waits for
+  // deliveries that peers took off before, so that no peer touches this
+  // rank's buffers once it has failed or gone (its caller is about to unwind
+  // and free them).
+  void withdraw() {
+    const int n = world_->size();
+    for (int p = 0; p < n; ++p) {
+      if (p == rank_) continue;
+      {
+        Channel& out = world_->channel(rank_, p);
+        std::lock_guard lock(out.mu);
+        out.sends.clear();
+      }
+      Channel& in = world_->channel(p, rank_);
+      std::lock_guard lock(in.mu);
+      in.recvs.clear();
+    }
+    Mailbox& b = world_->box(rank_);
+    while (b.borrowed.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+  }
+
   void check_peer(int peer) const {
     if (peer < 0 || peer >= world_->size() || peer == rank_)
       fail(ErrorCode::internal, "rank ", rank_, ": inproc transport: bad peer ", peer);
