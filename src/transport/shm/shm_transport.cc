@@ -202,11 +202,12 @@ class ShmTransport final : public Transport {
     progress(done);
     if (done.size() > before) return;
 
-    // Spin phase: cheap polls. Only the first few microseconds spin on the
-    // core (and not at all with more ranks than cores); after that every poll
-    // yields, because the peer we wait for may need this very core -- on a
-    // busy host it often does, and a pure spin would then cost the whole
-    // budget plus a futex wake-up per message.
+    // Spin phase: cheap polls. A rank on a core of its own spins there for
+    // the whole budget. Otherwise only the first few microseconds spin on
+    // the core (and not at all with more ranks than CPUs); after that every
+    // poll yields, because the peer we wait for may need this very core --
+    // on a busy host it often does, and a pure spin would then cost the
+    // whole budget plus a futex wake-up per message.
     if (!oversubscribed_) {
       // A reply is often a fraction of a microsecond away: poll before
       // paying for the first clock read.
