@@ -212,6 +212,38 @@ TEST(TcpTransport, AbortReachesPeersWithItsReason) {
   }
 }
 
+// A chain 0 - 1 - 2 (rank 0 has no connection to rank 2): rank 2 aborts,
+// rank 1 fails waiting for it, and when rank 1's transport closes it tells
+// rank 0 the cause instead of saying goodbye, so rank 0 reports rank 2's
+// reason rather than only "peer 1 closed".
+TEST(TcpTransport, AFailedRankPassesTheCauseOnWhenItCloses) {
+  TempStore ts;
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        TcpOptions o = options(1);
+        o.peers = {r == 1, r != 1, r == 1};
+        auto t = make_tcp_transport(*ts.store(), r, 3, o);
+        uint8_t b = 0;
+        if (r == 2) {
+          t->abort("rank 2 gave up on purpose");
+          return;
+        }
+        wait_all(*t, {t->irecv(r == 0 ? 1 : 2, &b, 1, nullptr)}, Clock::now() + 20s);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[2], "");
+  EXPECT_NE(errors[1].find("peer 2 failed: rank 2 gave up on purpose"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[0].find("peer 1 failed: rank 1: tcp: peer 2 failed: rank 2 gave up on purpose"),
+            std::string::npos)
+      << errors[0];
+}
+
 TEST(TcpTransport, APeerThatClosedIsAFailureOnlyWhenNeeded) {
   TempStore ts;
   auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {

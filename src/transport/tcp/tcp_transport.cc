@@ -298,7 +298,7 @@ class TcpTransport final : public Transport {
     if (peer < 0 || peer >= size_ || peer == rank_ || !peers_[static_cast<size_t>(peer)].connected)
       fail(ErrorCode::internal, where(), "cannot ", what, " peer ", peer, " (not connected)");
     if (aborted_) fail(ErrorCode::aborted, where(), "transport was aborted");
-    if (failure_) throw *failure_;  // the first failure says most
+    if (failure_) raise_failure();
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (p.streams_closed == p.streams.size())
       fail(ErrorCode::peer_failure, where(), "peer ", peer,
@@ -306,16 +306,25 @@ class TcpTransport final : public Transport {
     return p;
   }
 
-  // Records the first failure; poll() and wait_some() raise it.
-  void peer_failed(int peer, ErrorCode code, const std::string& what) {
-    if (!failure_) {
-      failure_ = Error(code, str_cat(where(), "peer ", peer, " ", what));
-      log_message(options_.log_level, LogLevel::warn, rank_, failure_->what());
-    }
+  // Records the first failure; poll() and wait_some() raise it. A failure a
+  // peer reported itself (an abort frame with its reason) is the cause; one
+  // inferred from a closed connection is often its consequence (a third rank
+  // learnt of the cause first and went away), so until the failure has been
+  // raised, a reported one replaces an inferred one.
+  void peer_failed(int peer, ErrorCode code, const std::string& what, bool reported = false) {
+    if (failure_ && (failure_raised_ || failure_reported_ || !reported)) return;
+    failure_ = Error(code, str_cat(where(), "peer ", peer, " ", what));
+    failure_reported_ = reported;
+    log_message(options_.log_level, LogLevel::warn, rank_, failure_->what());
+  }
+
+  [[noreturn]] void raise_failure() {
+    failure_raised_ = true;
+    throw *failure_;
   }
 
   bool take(std::vector<RequestId>& done) {
-    if (failure_) throw *failure_;
+    if (failure_) raise_failure();
     if (aborted_) fail(ErrorCode::aborted, where(), "transport was aborted");
     if (completed_.empty()) return false;
     done.insert(done.end(), completed_.begin(), completed_.end());
@@ -564,7 +573,7 @@ class TcpTransport final : public Transport {
       s.got += got;
       if (s.frame.kind == frame_abort) {
         if (s.got == s.frame.len) {
-          peer_failed(s.peer, ErrorCode::peer_failure, str_cat("failed: ", s.abort_reason));
+          peer_failed(s.peer, ErrorCode::peer_failure, str_cat("failed: ", s.abort_reason), true);
           close_stream(s);
         }
         continue;
@@ -611,7 +620,7 @@ class TcpTransport final : public Transport {
       s.got = 0;
       s.target = nullptr;
       if (h.len == 0) {
-        peer_failed(s.peer, ErrorCode::peer_failure, "failed");
+        peer_failed(s.peer, ErrorCode::peer_failure, "failed", true);
         close_stream(s);
       }
       return;
@@ -625,6 +634,9 @@ class TcpTransport final : public Transport {
   }
 
   void close_all() {
+    // A rank that failed tells its peers why rather than saying goodbye, so
+    // that they report the cause, not the closed connection.
+    if (failure_ && !aborted_) abort(failure_->what());
     if (!aborted_) {
       // Goodbye on every stream whose output is idle, so that peers can tell
       // a finished rank from a dead one.
@@ -694,6 +706,8 @@ class TcpTransport final : public Transport {
   std::unordered_map<RequestId, size_t> sends_left_;  // chunks not yet written
   std::vector<RequestId> completed_;
   std::optional<Error> failure_;
+  bool failure_reported_ = false;  // failure_ came from the peer's abort frame
+  bool failure_raised_ = false;    // failure_ has been thrown: it stays
   bool aborted_ = false;
   RequestId next_id_ = 1;
 };
