@@ -2,21 +2,22 @@
 # Side-by-side AllReduce: chorus-perf against Open MPI, MPICH (shared memory)
 # and Gloo, Open MPI over TCP (loopback), at the same N, sizes and dtype
 # (float32 sum). Installs what is missing, builds, runs each system back to
-# back and prints one table per (N, transport): size, each system's
-# out-of-place busbw (GB/s) and chorus / best-peer.
+# back, -r times over (the systems take turns in each round), and prints one
+# table per (N, transport): size, each system's median out-of-place busbw
+# (GB/s) over the rounds and chorus / best-peer, then the median 8-byte times.
 #
-#   bench/compare/run.sh [-n "2 4"] [-t "shm tcp"] [-b 8] [-e 256M] [-f 4] [-i 20]
+#   bench/compare/run.sh [-n "2 4"] [-t "shm tcp"] [-b 8] [-e 256M] [-f 4] [-i 20] [-r 3]
 #
 # The peers are not part of the test dependencies, so the main CMake build
 # never builds them: this script compiles them with each MPI's own mpicxx.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-ranks="2 4"; transports="shm tcp"; minb=8; maxb=256M; factor=4; iters=20
-while getopts "n:t:b:e:f:i:" opt; do
+ranks="2 4"; transports="shm tcp"; minb=8; maxb=256M; factor=4; iters=20; reps=3
+while getopts "n:t:b:e:f:i:r:" opt; do
   case $opt in
     n) ranks=$OPTARG ;; t) transports=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;;
-    f) factor=$OPTARG ;; i) iters=$OPTARG ;; *) exit 2 ;;
+    f) factor=$OPTARG ;; i) iters=$OPTARG ;; r) reps=$OPTARG ;; *) exit 2 ;;
   esac
 done
 build="${BUILD_DIR:-$root/build-compare}"
@@ -46,48 +47,28 @@ run_gloo() {  # N -> rank 0's output
   rm -rf "$dir"
 }
 
-# Prints the joined table of the named result files (column 8 = busbw).
-join_table() {
-  local title=$1; shift
-  echo "# $title"
-  awk -v names="$*" '
-    BEGIN { k = split(names, sys, " ") }
-    FNR == 1 { f++ }
-    /^#/ || NF < 8 { next }
-    { bw[f, $1] = $8; if (!($1 in seen)) { seen[$1] = 1; order[++m] = $1 } }
-    END {
-      printf "%12s", "size(B)"; for (i = 1; i <= k; i++) printf " %12s", sys[i]; printf " %14s\n", "chorus/best"
-      for (j = 1; j <= m; j++) {
-        s = order[j]; best = 0
-        printf "%12s", s
-        for (i = 1; i <= k; i++) { v = bw[i, s]; printf " %12s", (v == "" ? "-" : v); if (i > 1 && v + 0 > best) best = v + 0 }
-        if (best > 0) printf " %14.2f\n", bw[1, s] / best; else printf " %14s\n", "-"
-      }
-    }' "${@/#/$out/}"
-}
-
 for n in $ranks; do
   for t in $transports; do
     echo "== N=$n transport=$t ==" >&2
-    "$build/tools/chorus-perf" allreduce --ranks "$n" --transport "$t" "${sweep[@]}" \
-      > "$out/chorus_${t}_$n" || true
-    if [ "$t" = shm ]; then
-      mpirun.openmpi "${ompi_root[@]}" --oversubscribe -np "$n" --mca btl vader,self \
-        "$build/compare/mpi_openmpi" "${sweep[@]}" > "$out/openmpi_${t}_$n"
-      mpirun.mpich -np "$n" "$build/compare/mpi_mpich" "${sweep[@]}" > "$out/mpich_${t}_$n"
-      join_table "AllReduce float32 busbw (GB/s), N=$n, shared memory" \
-        "chorus_${t}_$n" "openmpi_${t}_$n" "mpich_${t}_$n"
-    else
-      mpirun.openmpi "${ompi_root[@]}" --oversubscribe -np "$n" --mca btl tcp,self \
-        --mca btl_tcp_if_include lo "$build/compare/mpi_openmpi" "${sweep[@]}" > "$out/openmpi_${t}_$n"
-      run_gloo "$n" > "$out/gloo_${t}_$n"
-      join_table "AllReduce float32 busbw (GB/s), N=$n, TCP loopback" \
-        "chorus_${t}_$n" "openmpi_${t}_$n" "gloo_${t}_$n"
-    fi
-    # 8-byte latency (out-of-place time, us) of each system.
-    for f in "$out"/*_"${t}_$n"; do
-      awk -v name="$(basename "$f")" '!/^#/ && $1 == 8 { printf "#   8-byte time %-16s %8s us\n", name, $6 }' "$f"
+    dir="$out/N${n}_$t"; rm -rf "$dir"; mkdir -p "$dir"
+    for ((round = 1; round <= reps; round++)); do
+      "$build/tools/chorus-perf" allreduce --ranks "$n" --transport "$t" "${sweep[@]}" \
+        > "$dir/chorus.$round" || true
+      if [ "$t" = shm ]; then
+        mpirun.openmpi "${ompi_root[@]}" --oversubscribe -np "$n" --mca btl vader,self \
+          "$build/compare/mpi_openmpi" "${sweep[@]}" > "$dir/openmpi.$round"
+        mpirun.mpich -np "$n" "$build/compare/mpi_mpich" "${sweep[@]}" > "$dir/mpich.$round"
+      else
+        mpirun.openmpi "${ompi_root[@]}" --oversubscribe -np "$n" --mca btl tcp,self \
+          --mca btl_tcp_if_include lo "$build/compare/mpi_openmpi" "${sweep[@]}" > "$dir/openmpi.$round"
+        run_gloo "$n" > "$dir/gloo.$round"
+      fi
     done
+    if [ "$t" = shm ]; then
+      python3 "$here/join.py" "AllReduce float32 busbw (GB/s), N=$n, shared memory" "$dir" "$n" chorus openmpi mpich
+    else
+      python3 "$here/join.py" "AllReduce float32 busbw (GB/s), N=$n, TCP loopback" "$dir" "$n" chorus openmpi gloo
+    fi
     echo
   done
 done
