@@ -277,13 +277,16 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
   return cell;
 }
 
+// Both keep at least one space before the value, so that a value wider than
+// its column (a 256 MiB TCP call takes 100000 us and more) still parses as
+// its own field.
 std::string fixed(double v, int width, int prec) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%*.*f", width, prec, v);
+  std::snprintf(buf, sizeof buf, " %*.*f", width - 1, prec, v);
   return buf;
 }
 std::string right(const std::string& s, int width) {
-  return s.size() >= static_cast<size_t>(width) ? s : std::string(width - s.size(), ' ') + s;
+  return s.size() >= static_cast<size_t>(width) ? " " + s : std::string(width - s.size(), ' ') + s;
 }
 
 std::string format_cell(const PerfCell& c, bool checked) {

@@ -218,6 +218,28 @@ TEST(PerfRun, UnknownAlgorithmAndBadRootAreRejected) {
   EXPECT_THROW(sweep(2, r, nullptr), Error);
 }
 
+// A value wider than its column (a 256 MiB call over tcp takes more than
+// 100000 us; a huge row count) stays a field of its own.
+TEST(PerfFormat, WideValuesStaySeparateFields) {
+  PerfRow r;
+  r.bytes = 268435456;
+  r.count = 67108864;
+  r.out_of_place = {true, 116662.16, 2.30, 2.30, 0};
+  r.in_place = {true, 123456789.5, 0.01, 0.01, 0};
+  r.algorithm = "a_very_long_algorithm_name";
+  r.bound_us = 1234567890.0;
+  r.pct_bound = 42.9;
+  std::istringstream f(format_row(r));
+  std::vector<std::string> w;
+  for (std::string x; f >> x;) w.push_back(x);
+  ASSERT_EQ(w.size(), 16u) << format_row(r);
+  EXPECT_EQ(w[4], "-1");
+  EXPECT_EQ(w[5], "116662.16");
+  EXPECT_EQ(w[9], "123456789.50");
+  EXPECT_EQ(w[13], "a_very_long_algorithm_name");
+  EXPECT_EQ(w[14], "1234567890.00");
+}
+
 TEST(PerfRun, UncheckedSweepSaysNotApplicable) {
   PerfOptions o = parse({"broadcast", "-b", "64", "-e", "64", "-n", "1", "-c", "0"});
   std::string text;
