@@ -40,10 +40,12 @@ def main():
     p.add_argument("-f", default="8")
     p.add_argument("-n", default="20")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--min-time", default="5",
+                   help="chorus-perf --min-time (ms): small rows are timed this long")
     p.add_argument("--tuning", help="calibrate into this tuning file first, then use it")
     o = p.parse_args()
     args = ["--ranks", o.ranks, "--transport", o.transport, "-b", o.b, "-e", o.e, "-f", o.f,
-            "-n", o.n, "-w", "3", "-c", "0"]
+            "-n", o.n, "-w", "3", "-c", "0", "--min-time", o.min_time]
     env = dict(os.environ)
     if o.tuning:
         subprocess.run([o.perf, "allreduce", "--calibrate", o.tuning] + args, check=True,

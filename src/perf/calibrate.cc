@@ -35,9 +35,12 @@ TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std
   sweep.algorithms = {"all"};
   sweep.check = false;  // timing only; correctness is what the tests and -c 1 are for
   sweep.json_file.clear();
+  // Rows of a few microseconds timed over -n calls are mostly timer and
+  // barrier noise: time each for a few milliseconds.
+  if (sweep.min_time.count() == 0) sweep.min_time = std::chrono::milliseconds(5);
   // A single sweep is at the mercy of one descheduled iteration: repeat it and
   // keep each (collective, size, algorithm)'s median time.
-  constexpr int kSweeps = 3;
+  constexpr int kSweeps = 5;
   std::map<std::tuple<Collective, size_t, std::string>, std::vector<double>> times;
   std::vector<PerfRow> rows;
   for (int k = 0; k < kSweeps; ++k)

@@ -222,6 +222,22 @@ std::optional<Placement> place(const RowPlan& p, int rank, bool in_place, std::b
   }
 }
 
+// -n, or with --min-time as many iterations as a probe of a few calls says
+// the row needs to last that long (capped at 10^6); every rank takes the
+// slowest rank's estimate, so that all run the same number of calls.
+int timed_iterations(Communicator& comm, const PerfOptions& o, const RowPlan& p, const void* send,
+                     void* recv, const CallOptions& opts) {
+  if (o.min_time.count() <= 0) return o.iters;
+  constexpr int kProbeCalls = 3;
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kProbeCalls; ++i) issue(comm, p, send, recv, opts);
+  double per_call = Seconds(std::chrono::steady_clock::now() - t0).count() / kProbeCalls;
+  comm.allreduce(&per_call, &per_call, 1, DataType::float64, ReduceOp::max);
+  const double want = std::chrono::duration<double>(o.min_time).count() / std::max(per_call, 1e-9);
+  return static_cast<int>(std::clamp(std::ceil(want), static_cast<double>(o.iters), 1e6));
+}
+
 PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, bool in_place,
                  std::byte* sbuf, std::byte* rbuf) {
   PerfCell cell;
@@ -237,19 +253,20 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
   fill_input(cc, pl->input);
 
   for (int i = 0; i < o.warmup; ++i) issue(comm, p, pl->send, pl->recv, opts);
+  const int iters = timed_iterations(comm, o, p, pl->send, pl->recv, opts);
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
   if (!o.blocking && p.collective == Collective::allreduce) {
     // Non-blocking launch: every call in flight before the first wait.
     std::vector<Work> works;
-    works.reserve(static_cast<size_t>(o.iters));
-    for (int i = 0; i < o.iters; ++i)
+    works.reserve(static_cast<size_t>(iters));
+    for (int i = 0; i < iters; ++i)
       works.push_back(comm.allreduce_async(pl->send, pl->recv, p.api_count, p.type, p.op, opts));
     for (Work& w : works) w.wait();
   } else {
-    for (int i = 0; i < o.iters; ++i) issue(comm, p, pl->send, pl->recv, opts);
+    for (int i = 0; i < iters; ++i) issue(comm, p, pl->send, pl->recv, opts);
   }
-  double secs = Seconds(std::chrono::steady_clock::now() - t0).count() / o.iters;
+  double secs = Seconds(std::chrono::steady_clock::now() - t0).count() / iters;
   // The row's time is the slowest rank's.
   comm.allreduce(&secs, &secs, 1, DataType::float64, ReduceOp::max);
   cell.time_us = secs * 1e6;
@@ -304,6 +321,9 @@ std::string perf_usage() {
   -f, --stepfactor X       size multiplier between rows (default 2)
   -n, --iters N            timed iterations per row (default 20)
   -w, --warmup_iters N     warm-up iterations per row (default 5)
+      --min-time MS        raise the timed iterations of a row above -n until
+                           it lasts about MS milliseconds (default 0: -n only;
+                           --calibrate: 5)
   -c, --check 0|1          check every element of every rank (default 1)
   -d, --datatype T|all     int8 uint8 int32 uint32 int64 uint64 float16 bfloat16
                            float32 float64 (default float32)
@@ -358,6 +378,8 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
         bad(a, v, "must be a number in (1, 1024]");
     } else if (a == "-n" || a == "--iters")
       o.iters = static_cast<int>(parse_int(a, v, 1, 1000000));
+    else if (a == "--min-time")
+      o.min_time = std::chrono::microseconds(parse_int(a, v, 0, 3600000) * 1000);
     else if (a == "-w" || a == "--warmup_iters")
       o.warmup = static_cast<int>(parse_int(a, v, 0, 1000000));
     else if (a == "-c" || a == "--check")

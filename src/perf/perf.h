@@ -17,6 +17,7 @@
 #include <optional>
 #include <ostream>
 #include <span>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct PerfOptions {
   double step_factor = 2;                          // -f
   int iters = 20;                                  // -n
   int warmup = 5;                                  // -w
+  // --min-time: more timed iterations than -n where a row would otherwise
+  // time less than this (0 = exactly -n); calibration uses it so that small
+  // sizes are not timed over a few microseconds.
+  std::chrono::microseconds min_time{0};
   bool check = true;                               // -c
   std::vector<DataType> types{DataType::float32};  // -d (or "all")
   std::vector<ReduceOp> ops{ReduceOp::sum};        // -o (or "all")

@@ -101,6 +101,13 @@ TEST(PerfArgs, BadInputIsAnInvalidArgumentNamingTheFlag) {
   expect_invalid({"allreduce", "-o", "xor"}, "unknown op");
   expect_invalid({"allreduce", "--ranks", "0"}, "--ranks");
   expect_invalid({"allreduce", "--transport", "ib"}, "--transport");
+  expect_invalid({"allreduce", "--min-time", "-1"}, "--min-time");
+  expect_invalid({"allreduce", "--min-time", "soon"}, "--min-time");
+}
+
+TEST(PerfArgs, MinTimeIsInMilliseconds) {
+  EXPECT_EQ(parse({"allreduce"}).min_time.count(), 0);
+  EXPECT_EQ(parse({"allreduce", "--min-time", "5"}).min_time, std::chrono::milliseconds(5));
 }
 
 TEST(PerfFormulas, BusBandwidthFactorsAndLowerBound) {
