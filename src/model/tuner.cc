@@ -300,7 +300,11 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec) {
     s.rank = spec.rank;
     const double t = predict(*a, s);
     if (log) line += str_cat(" ", a->name, "=", t * 1e6, "us");
-    if (t < best_time) {
+    // A candidate must beat the one before it in registry order (simplest
+    // first: ring, bidir_ring, ...) by kTunerPickMargin: the model misses costs
+    // of the same size (per-segment work of the pipelined trees, say), so a
+    // predicted edge of a few percent is no edge.
+    if (best == nullptr || t < best_time * (1 - kTunerPickMargin)) {
       best_time = t;
       best = a;
     }

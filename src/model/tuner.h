@@ -108,6 +108,11 @@ struct CalibrationOptions {
 LinkParams calibrate(detail::CommunicatorImpl& comm, const CalibrationOptions& options = {});
 LinkParams calibrate(Communicator& comm, const CalibrationOptions& options = {});
 
+// How much faster than the best candidate so far a later one (in registry
+// order) must be predicted to replace it: the model misses costs of that
+// size, so a smaller predicted edge is no edge.
+inline constexpr double kTunerPickMargin = 0.05;
+
 // Picks algorithms for one communicator. Not thread-safe (a communicator is
 // used by one thread at a time).
 class Tuner {

@@ -21,7 +21,7 @@ CollectiveSpec spec_of(Collective c, int n, size_t count, int rank = 0) {
   return CollectiveSpec{c, n, rank, count, 4, 0};
 }
 
-TEST(Tuner, PicksTheLeastPredictedTime) {
+TEST(Tuner, PicksTheLeastPredictedTimeUpToTheMargin) {
   const int n = 8;
   Tuner tuner(n, 0, CostParams{2e-6, 25e9, 1e-10, 1});
   for (int ci = 0; ci < kCollectiveCount; ++ci) {
@@ -38,12 +38,29 @@ TEST(Tuner, PicksTheLeastPredictedTime) {
           ok = ok && a->supports(s);
         }
         if (ok) {
-          EXPECT_LE(tuner.predict(*pick, spec), tuner.predict(*a, spec))
+          // No candidate is predicted faster than the pick by the margin.
+          EXPECT_LE(tuner.predict(*pick, spec) * (1 - kTunerPickMargin), tuner.predict(*a, spec))
               << to_string(c) << " count " << count << ": " << pick->name << " vs " << a->name;
         }
       }
     }
   }
+}
+
+// At N = 2 the bandwidth algorithms are predicted within a few percent of
+// each other for large messages; the tuner keeps the first, ring, instead of
+// the segmented tree (predicted about 3% faster, slower in practice).
+TEST(Tuner, ANearTieKeepsTheEarlierCandidate) {
+  Tuner tuner(2, 0, CostParams{7e-6, 4.6e8, 1e-10, 1});
+  const CollectiveSpec spec = spec_of(Collective::allreduce, 2, size_t{1} << 18);
+  const Algorithm* ring = find_algorithm(Collective::allreduce, "ring");
+  const Algorithm* tree = find_algorithm(Collective::allreduce, "double_binary_tree");
+  ASSERT_NE(ring, nullptr);
+  ASSERT_NE(tree, nullptr);
+  const double t_ring = tuner.predict(*ring, spec), t_tree = tuner.predict(*tree, spec);
+  ASSERT_LT(t_tree, t_ring);                           // the tree is predicted faster ...
+  ASSERT_GT(t_tree, t_ring * (1 - kTunerPickMargin));  // ... but by less than the margin
+  EXPECT_EQ(tuner.pick(spec)->name, "ring");
 }
 
 TEST(Tuner, AlltoallCrossesOverFromBruckToPairwise) {
