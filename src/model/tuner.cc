@@ -300,10 +300,8 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec) {
     s.rank = spec.rank;
     const double t = predict(*a, s);
     if (log) line += str_cat(" ", a->name, "=", t * 1e6, "us");
-    // A candidate must beat the one before it in registry order (simplest
-    // first: ring, bidir_ring, ...) by kTunerPickMargin: the model misses costs
-    // of the same size (per-segment work of the pipelined trees, say), so a
-    // predicted edge of a few percent is no edge.
+    // Candidates come in registry order, simplest first; a later one must
+    // beat the best so far by kTunerPickMargin (see tuner.h).
     if (best == nullptr || t < best_time * (1 - kTunerPickMargin)) {
       best_time = t;
       best = a;

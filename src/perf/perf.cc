@@ -270,6 +270,7 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
   // The row's time is the slowest rank's.
   comm.allreduce(&secs, &secs, 1, DataType::float64, ReduceOp::max);
   cell.time_us = secs * 1e6;
+  cell.iters = iters;
   cell.algbw = secs > 0 ? static_cast<double>(p.bytes) / secs / 1e9 : 0;
   cell.busbw = cell.algbw * busbw_factor(p.collective, n);
 

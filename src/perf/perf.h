@@ -12,12 +12,12 @@
 #include <chorus/communicator.h>
 #include <chorus/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <optional>
 #include <ostream>
 #include <span>
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -82,6 +82,7 @@ struct PerfCell {
   double algbw = 0;  // GB/s, GB = 1e9 B
   double busbw = 0;
   size_t wrong = 0;  // summed over ranks; 0 when unchecked
+  int iters = 0;     // timed calls (-n, or more with --min-time)
 };
 
 struct PerfRow {

@@ -247,6 +247,21 @@ TEST(PerfFormat, WideValuesStaySeparateFields) {
   EXPECT_EQ(w[14], "1234567890.00");
 }
 
+// An 8-byte call takes microseconds: -n 1 with --min-time 50 runs many more
+// calls; without --min-time a row runs exactly -n.
+TEST(PerfRun, MinTimeRaisesTheIterationsOfShortRows) {
+  const PerfReport plain =
+      sweep(2, parse({"allreduce", "-b", "8", "-e", "8", "-n", "1", "-c", "0"}), nullptr);
+  ASSERT_EQ(plain.rows.size(), 1u);
+  EXPECT_EQ(plain.rows[0].out_of_place.iters, 1);
+  const PerfReport timed =
+      sweep(2, parse({"allreduce", "-b", "8", "-e", "8", "-n", "1", "-c", "0", "--min-time", "50"}),
+            nullptr);
+  ASSERT_EQ(timed.rows.size(), 1u);
+  EXPECT_GT(timed.rows[0].out_of_place.iters, 10);
+  EXPECT_GT(timed.rows[0].in_place.iters, 10);
+}
+
 TEST(PerfRun, UncheckedSweepSaysNotApplicable) {
   PerfOptions o = parse({"broadcast", "-b", "64", "-e", "64", "-n", "1", "-c", "0"});
   std::string text;

@@ -51,15 +51,19 @@ TcpOptions options(size_t streams) {
 
 // Runs body(rank, transport) on n threads; returns the first exception's text
 // per rank ("" when it returned normally).
+// `configure` may adjust each rank's options (e.g. its peers mask).
 std::vector<std::string> run_tcp(int n, size_t streams,
                                  const std::function<void(int, std::unique_ptr<Transport>&)>& body,
-                                 Store& store) {
+                                 Store& store,
+                                 const std::function<void(int, TcpOptions&)>& configure = {}) {
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        auto t = make_tcp_transport(store, r, n, options(streams));
+        TcpOptions o = options(streams);
+        if (configure) configure(r, o);
+        auto t = make_tcp_transport(store, r, n, o);
         body(r, t);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
@@ -218,25 +222,14 @@ TEST(TcpTransport, AbortReachesPeersWithItsReason) {
 // reason rather than only "peer 1 closed".
 TEST(TcpTransport, AFailedRankPassesTheCauseOnWhenItCloses) {
   TempStore ts;
-  std::vector<std::string> errors(3);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        TcpOptions o = options(1);
-        o.peers = {r == 1, r != 1, r == 1};
-        auto t = make_tcp_transport(*ts.store(), r, 3, o);
-        uint8_t b = 0;
-        if (r == 2) {
-          t->abort("rank 2 gave up on purpose");
-          return;
-        }
-        wait_all(*t, {t->irecv(r == 0 ? 1 : 2, &b, 1, nullptr)}, Clock::now() + 20s);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  auto errors = run_tcp(3, 1, [&](int r, std::unique_ptr<Transport>& t) {
+    uint8_t b = 0;
+    if (r == 2) {
+      t->abort("rank 2 gave up on purpose");
+      return;
+    }
+    wait_all(*t, {t->irecv(r == 0 ? 1 : 2, &b, 1, nullptr)}, Clock::now() + 20s);
+  }, *ts.store(), [](int r, TcpOptions& o) { o.peers = {r == 1, r != 1, r == 1}; });
   EXPECT_EQ(errors[2], "");
   EXPECT_NE(errors[1].find("peer 2 failed: rank 2 gave up on purpose"), std::string::npos) << errors[1];
   EXPECT_NE(errors[0].find("peer 1 failed: rank 1: tcp: peer 2 failed: rank 2 gave up on purpose"),
