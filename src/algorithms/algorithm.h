@@ -1,10 +1,27 @@
-// The algorithm registry: every schedule builder chorus knows, by collective and
-// name. Builders are pure functions of a CollectiveSpec: no I/O, no state.
+// The algorithm registry: every schedule builder chorus knows, by collective
+// and name, with its closed-form cost. Builders are pure functions of a
+// CollectiveSpec: no I/O, no state.
+//
+// An algorithm is one file and one registry row. Its file opens with the
+// phases, steps, bytes per rank, cost and a small picture, then defines
+//
+//   extern const Algorithm kRingAllgather = {
+//       .collective = Collective::allgather, .name = "ring",
+//       .description = "N-1 steps passing blocks around the ring",
+//       .build = build_ring_allgather, .costs = kRingAllgatherCosts};
+//
+// and registry.cc lists kRingAllgather once. What every algorithm shares is
+// done here, once: the common argument checks (`supports` adds only the
+// algorithm's own constraints, and may be left out), N = 1 (a copy, whatever
+// the algorithm: `build` is called for N >= 2 only), the average's final
+// division (spec.average) and N = 1's zero cost.
 #pragma once
 
+#include "model/cost_model.h"
 #include "schedule/collective.h"
 #include "schedule/program.h"
 
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,15 +40,27 @@ struct Support {
 };
 
 struct Algorithm {
-  Collective collective;
+  Collective collective = Collective::allreduce;
   std::string_view name;         // as CallOptions::algorithm and CHORUS_ALGO spell it
   std::string_view description;  // one line
-  Support (*supports)(const CollectiveSpec& spec);
-  Program (*build)(const CollectiveSpec& spec);
+  // The Program of spec.rank, for spec.nranks >= 2 and a spec that passed
+  // supports(). Use build_program(), which adds what every algorithm shares.
+  Program (*build)(const CollectiveSpec& spec) = nullptr;
+  // The algorithm's own constraints, asked after the common checks passed and
+  // only for N >= 2; nullptr: none.
+  Support (*own_support)(const CollectiveSpec& spec) = nullptr;
+  // Closed forms, the first on a switch; empty when the algorithm has none
+  // (the simulator gives its time).
+  std::span<const ClosedForm> costs;
 };
 
-// Every registered algorithm, grouped by collective.
-std::span<const Algorithm> all_algorithms();
+// The registry's rows, in order.
+std::span<const Algorithm* const> registry_rows();
+// Every registered algorithm, as references: for (const Algorithm& a : all_algorithms()).
+inline auto all_algorithms() {
+  return std::views::transform(registry_rows(),
+                               [](const Algorithm* a) -> const Algorithm& { return *a; });
+}
 // Algorithms of one collective, in registry order (preferred fallback order).
 std::vector<const Algorithm*> algorithms_for(Collective collective);
 // nullptr when no algorithm of that collective has that name.
@@ -39,7 +68,35 @@ const Algorithm* find_algorithm(Collective collective, std::string_view name);
 // "ring, bidir_ring, ..." for error messages.
 std::string algorithm_names(Collective collective);
 
-// Shared argument checks for builders (rank in range, root in range, ...).
+// Shared argument checks (rank, root and element size in range, the
+// collective the algorithm's).
 Support check_common(const CollectiveSpec& spec);
+// Whether `algorithm` serves `spec` on spec.rank: the common checks, then (for
+// N >= 2) the algorithm's own.
+Support supports(const Algorithm& algorithm, const CollectiveSpec& spec);
+
+// Whether `algorithm` serves `spec` on every one of its spec.nranks ranks
+// (what all ranks must agree on before they choose); the first declining
+// rank's reason when not.
+Support supported_everywhere(const Algorithm& algorithm, const CollectiveSpec& spec);
+// The algorithms of spec.collective supported everywhere, in registry order.
+std::vector<const Algorithm*> candidates_for(const CollectiveSpec& spec);
+
+// spec.rank's Program: a copy for N = 1, the algorithm's builder otherwise,
+// and for spec.average a final divide of the Output by N. The spec must be
+// supported.
+Program build_program(const Algorithm& algorithm, const CollectiveSpec& spec);
+// The Programs of all spec.nranks ranks (spec.rank is ignored); throws
+// Error(invalid_argument) with the reason when a rank's case is unsupported.
+std::vector<Program> build_all(const Algorithm& algorithm, const CollectiveSpec& spec);
+
+// The algorithm's closed-form time at N ranks and M bytes from its first form
+// (a switch), or why there is none. N = 1 costs nothing.
+Prediction closed_form(const Algorithm& algorithm, int nranks, double bytes,
+                       const CostParams& params);
+// Its form that is exact on `topology` with `ports` ports at N ranks, or
+// nullptr.
+const ClosedForm* closed_form_on(const Algorithm& algorithm, std::string_view topology,
+                                 int nranks, int ports);
 
 }  // namespace chorus

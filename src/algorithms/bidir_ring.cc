@@ -48,7 +48,7 @@
 //
 // Constraints: none (any N >= 1, any count >= 0). For N = 2 both neighbours
 // are the same rank and only the clockwise direction is used (b = 0).
-#include "algorithms/bidir_ring.h"
+#include "algorithms/algorithm.h"
 
 #include "schedule/chunking.h"
 #include "schedule/rank_math.h"
@@ -181,21 +181,12 @@ void emit_allgather(ProgramBuilder& b, int n, int r, const std::function<Region(
   }
 }
 
-}  // namespace
 
-Support bidir_ring_supports(const CollectiveSpec& spec) {
-  return check_common(spec);
-}
-
-Program bidir_ring_allreduce(const CollectiveSpec& spec) {
+Program build_bidir_ring_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   const size_t parts = static_cast<size_t>(n);
   ProgramBuilder b(buffer_counts(spec));
-  if (n == 1) {
-    b.copy(B::input(0, spec.count), B::output(0, spec.count));
-    return std::move(b).finish();
-  }
   auto chunk = [&](int t) { return block(spec.count, parts, static_cast<size_t>(t)); };
   const Chunk own = chunk(r);
 
@@ -232,14 +223,13 @@ Program bidir_ring_allreduce(const CollectiveSpec& spec) {
   return std::move(b).finish();
 }
 
-Program bidir_ring_allgather(const CollectiveSpec& spec) {
+Program build_bidir_ring_allgather(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   const size_t c = spec.count;
   ProgramBuilder b(buffer_counts(spec));
   // Own block into place (a no-op in place).
   b.copy(B::input(0, c), B::output(static_cast<size_t>(r) * c, c));
-  if (n == 1) return std::move(b).finish();
   auto out_block = [&](int t) { return B::output(static_cast<size_t>(t) * c, c); };
   // Every block but the own one is written once, by its receive, and read
   // only after it: no receive needs to wait. The first sends read the input,
@@ -249,15 +239,11 @@ Program bidir_ring_allgather(const CollectiveSpec& spec) {
   return std::move(b).finish();
 }
 
-Program bidir_ring_reduce_scatter(const CollectiveSpec& spec) {
+Program build_bidir_ring_reduce_scatter(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   const size_t c = spec.count;
   ProgramBuilder b(buffer_counts(spec));
-  if (n == 1) {
-    b.copy(B::input(0, c), B::output(0, c));
-    return std::move(b).finish();
-  }
   // Partial sums cannot go to the input (read-only) nor to the output (one
   // block only), so each direction rotates them through two scratch blocks.
   // Clockwise has a - 1 partials, counter-clockwise b - 1; the last partial of
@@ -286,5 +272,50 @@ Program bidir_ring_reduce_scatter(const CollectiveSpec& spec) {
   emit_reduce_scatter(b, n, r, st, 0);
   return std::move(b).finish();
 }
+
+// a = floor(N/2) steps per phase; in each, one chunk (M/N) goes each way
+// round, on separate ports, and the two directions never wait for each
+// other's ports: a step costs alpha + (M/N)/beta (+ gamma M/N). In the last
+// ReduceScatter step the two partial sums of a chunk meet at its owner, which
+// folds them one after the other: one gamma M/N more (for N >= 3, where both
+// directions exist).
+double bidir_folds(int n) { return n / 2 + (n >= 3 ? 1 : 0); }
+
+Prediction bidir_allreduce_time(int n, double m, const CostParams& p) {
+  const double a = n / 2;
+  const double c = m / n;
+  return Prediction::time(2 * a * (p.alpha + c / p.beta) + bidir_folds(n) * c * p.gamma);
+}
+
+Prediction bidir_allgather_time(int n, double m, const CostParams& p) {
+  return Prediction::time((n / 2) * (p.alpha + m / n / p.beta));
+}
+
+Prediction bidir_reduce_scatter_time(int n, double m, const CostParams& p) {
+  const double c = m / n;
+  return Prediction::time((n / 2) * (p.alpha + c / p.beta) + bidir_folds(n) * c * p.gamma);
+}
+
+constexpr ClosedForm kAllreduceCost[] = {
+    {bidir_allreduce_time, 2, "switch ring",
+     "2 floor(N/2) (alpha + M/(N beta)) + (floor(N/2) + 1) M/N gamma"}};
+constexpr ClosedForm kAllgatherCost[] = {
+    {bidir_allgather_time, 2, "switch ring", "floor(N/2) (alpha + M/(N beta))"}};
+constexpr ClosedForm kReduceScatterCost[] = {
+    {bidir_reduce_scatter_time, 2, "switch ring",
+     "floor(N/2) (alpha + M/(N beta)) + (floor(N/2) + 1) M/N gamma"}};
+
+}  // namespace
+
+extern const Algorithm kBidirRingAllreduce{
+    Collective::allreduce, "bidir_ring", "ReduceScatter + AllGather, chunks going both ways round",
+    build_bidir_ring_allreduce, nullptr, kAllreduceCost};
+extern const Algorithm kBidirRingAllgather{
+    Collective::allgather, "bidir_ring", "floor(N/2) steps passing blocks both ways round the ring",
+    build_bidir_ring_allgather, nullptr, kAllgatherCost};
+extern const Algorithm kBidirRingReduceScatter{
+    Collective::reduce_scatter, "bidir_ring",
+    "floor(N/2) steps, partial sums meeting from both sides", build_bidir_ring_reduce_scatter,
+    nullptr, kReduceScatterCost};
 
 }  // namespace chorus

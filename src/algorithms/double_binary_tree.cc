@@ -49,7 +49,7 @@
 //   scratch:        M/2 on a rank with two children in one of the trees
 //
 // Constraints: none (any N >= 1, any count >= 0; for N = 1 a copy).
-#include "algorithms/double_binary_tree.h"
+#include "algorithms/algorithm.h"
 
 #include "schedule/chunking.h"
 #include "schedule/rank_math.h"
@@ -57,20 +57,13 @@
 #include <algorithm>
 
 namespace chorus {
+namespace {
 
-Support double_binary_tree_supports(const CollectiveSpec& spec) {
-  return check_common(spec);
-}
-
-Program double_binary_tree_allreduce(const CollectiveSpec& spec) {
+Program build_double_binary_tree_allreduce(const CollectiveSpec& spec) {
   using B = ProgramBuilder;
   const int n = spec.nranks;
   const int r = spec.rank;
   ProgramBuilder b(buffer_counts(spec));
-  if (n == 1) {
-    b.copy(B::input(0, spec.count), B::output(0, spec.count));
-    return std::move(b).finish();
-  }
   const size_t seg = segment_elements(spec.segment_bytes, spec.elem_size, kDefaultSegmentBytes);
   const int height = floor_log2(n);  // H: the root's height in both trees
   const int down_base = 2 * height + 1;
@@ -162,5 +155,38 @@ Program double_binary_tree_allreduce(const CollectiveSpec& spec) {
   }
   return std::move(b).finish();
 }
+
+// For N = 2^H ranks, 2 ports and one segment per tree (M/2 up to the segment
+// size), each half goes H levels up and H down its tree; the two trees use
+// different ports at the ranks where both are active, so a level costs
+// alpha + (M/2)/beta and the halves never wait for each other:
+//   2H alpha + H M/beta + (2H-1) gamma M/2,
+// the seed's 2 log2 N alpha + log2 N M/beta. The gamma term, 2H-1 folds of
+// M/2, is the longest chain of folds up a tree (a rank with two children folds
+// the second child's half after the first); the simulator confirms the whole
+// form for N = 2, 4, ..., 64.
+// With 1 port the two trees' messages queue at shared ports; with several
+// segments they pipeline; for other N the trees' shapes differ: no form.
+Prediction double_binary_tree_time(int n, double m, const CostParams& p) {
+  if (!is_pow2(n))
+    return Prediction::none("double_binary_tree has a closed form for N = 2^k only");
+  const double seg = static_cast<double>(p.segment_bytes ? p.segment_bytes : kDefaultSegmentBytes);
+  if (m / 2 > seg)
+    return Prediction::none(
+        "double_binary_tree has a closed form for one segment per tree only (M/2 up to the "
+        "segment size); segments pipeline through the levels");
+  const double h = floor_log2(n);
+  return Prediction::time(2 * h * p.alpha + h * m / p.beta + (2 * h - 1) * p.gamma * m / 2);
+}
+
+constexpr ClosedForm kCost[] = {
+    {double_binary_tree_time, 2, "switch",
+     "2 log2 N alpha + log2 N M/beta + (2 log2 N - 1) gamma M/2, N = 2^k, M/2 <= segment"}};
+
+}  // namespace
+
+extern const Algorithm kDoubleBinaryTreeAllreduce{
+    Collective::allreduce, "double_binary_tree", "two complementary trees, pipelined halves",
+    build_double_binary_tree_allreduce, nullptr, kCost};
 
 }  // namespace chorus

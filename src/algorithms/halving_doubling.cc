@@ -44,8 +44,9 @@
 //
 // Constraints: none (any N >= 1, any count >= 0); blocks may be empty when
 // count < P.
-#include "algorithms/halving_doubling.h"
+#include "algorithms/algorithm.h"
 
+#include "core/check.h"
 #include "schedule/chunking.h"
 #include "schedule/rank_math.h"
 
@@ -72,23 +73,14 @@ Halves halve(Window w, int c, int d) {
   return (c & d) ? Halves{upper, lower} : Halves{lower, upper};
 }
 
-}  // namespace
 
-Support halving_doubling_supports(const CollectiveSpec& spec) {
-  return check_common(spec);
-}
-
-Program halving_doubling_allreduce(const CollectiveSpec& spec) {
+Program build_halving_doubling_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   const size_t count = spec.count;
   ProgramBuilder b(buffer_counts(spec));
   const Region all_in = B::input(0, count);
   const Region all_out = B::output(0, count);
-  if (n == 1) {
-    b.copy(all_in, all_out);
-    return std::move(b).finish();
-  }
   const Fold f = make_fold(n);
   const int p = f.core;
   const int k = floor_log2(p);
@@ -160,17 +152,13 @@ Program halving_doubling_allreduce(const CollectiveSpec& spec) {
   return std::move(b).finish();
 }
 
-Program recursive_halving_reduce_scatter(const CollectiveSpec& spec) {
+Program build_recursive_halving_reduce_scatter(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   const size_t c = spec.count;
   const size_t total = c * static_cast<size_t>(n);
   ProgramBuilder b(buffer_counts(spec));
   const Region own_out = B::output(0, c);
-  if (n == 1) {
-    b.copy(B::input(0, c), own_out);
-    return std::move(b).finish();
-  }
   const Fold f = make_fold(n);
   const int p = f.core;
   const int k = floor_log2(p);
@@ -245,5 +233,70 @@ Program recursive_halving_reduce_scatter(const CollectiveSpec& spec) {
   }
   return std::move(b).finish();
 }
+
+// Halving: step j exchanges M/2^(j+1) and reduces it; doubling: the same
+// sizes backwards. Sums of the halves: (P-1)/P M each way.
+Prediction halving_doubling_time(int n, double m, const CostParams& p) {
+  const int pc = floor_pow2(n);
+  const double k = floor_log2(pc);
+  const double frac = static_cast<double>(pc - 1) / pc;
+  if (!is_pow2(n))
+    return Prediction::none(str_cat(
+        "halving_doubling has a closed form for power-of-two N only: with N = ", n,
+        " the fold (2 alpha + 2 M/beta + M gamma, the seed's estimate) overlaps the first "
+        "halving step at the folded ranks' receive ports, by an amount that depends on all "
+        "three parameters"));
+  return Prediction::time(2 * k * p.alpha + 2 * frac * m / p.beta + frac * m * p.gamma);
+}
+
+// The same on the ring topology with 2 ports, N = 2^k. A step at distance d
+// sends M d/N bytes d hops, store and forward: d (alpha + M d/(N beta)). The
+// messages of a step move in lockstep, the one from rank i on link i+h at hop
+// h, so no two share a link, and with 2 ports a rank forwarding a message to
+// the right and one to the left uses both. Summing d over both phases gives
+// 2(N-1) hops and d^2 gives (N^2-1)/3:
+//   2(N-1) alpha + 2(N^2-1)/(3N) M/beta + (N-1)/N M gamma.
+// The seed's 2 log2 N alpha + 2(N-1)/N M/beta assumes every partner is one
+// hop away. (With 1 port the left- and right-going messages of a rank queue
+// at its one send port, unevenly by step: no closed form.)
+Prediction halving_doubling_ring_time(int n, double m, const CostParams& p) {
+  if (!is_pow2(n))
+    return Prediction::none("halving_doubling on a ring has a closed form for N = 2^k only");
+  const double dn = n;
+  return Prediction::time(2 * (dn - 1) * p.alpha + 2 * (dn * dn - 1) / (3 * dn) * m / p.beta +
+                          (dn - 1) / dn * m * p.gamma);
+}
+
+// ReduceScatter by halving alone: k steps, (P-1)/P M moved and reduced; the
+// fold sends M in and the extra's own block (M/N) back out.
+Prediction recursive_halving_time(int n, double m, const CostParams& p) {
+  const int pc = floor_pow2(n);
+  const double k = floor_log2(pc);
+  const double frac = static_cast<double>(pc - 1) / pc;
+  if (!is_pow2(n))
+    return Prediction::none(str_cat(
+        "recursive_halving has a closed form for power-of-two N only: with N = ", n,
+        " a core rank with an extra answers for two blocks, so halves are uneven"));
+  return Prediction::time(k * p.alpha + frac * m / p.beta + frac * m * p.gamma);
+}
+
+constexpr ClosedForm kAllreduceCost[] = {
+    {halving_doubling_time, 0, "switch hypercube",
+     "2 log2 N alpha + 2 (N-1)/N M/beta + (N-1)/N M gamma, N = 2^k"},
+    {halving_doubling_ring_time, 2, "ring",
+     "2(N-1) alpha + 2(N^2-1)/(3N) M/beta + (N-1)/N M gamma, ring topology, N = 2^k"}};
+constexpr ClosedForm kReduceScatterCost[] = {
+    {recursive_halving_time, 0, "switch hypercube",
+     "log2 N alpha + (N-1)/N M (1/beta + gamma), N = 2^k"}};
+
+}  // namespace
+
+extern const Algorithm kHalvingDoublingAllreduce{
+    Collective::allreduce, "halving_doubling",
+    "Rabenseifner: recursive halving + recursive doubling", build_halving_doubling_allreduce,
+    nullptr, kAllreduceCost};
+extern const Algorithm kRecursiveHalvingReduceScatter{
+    Collective::reduce_scatter, "recursive_halving", "log2 N steps halving the data held",
+    build_recursive_halving_reduce_scatter, nullptr, kReduceScatterCost};
 
 }  // namespace chorus

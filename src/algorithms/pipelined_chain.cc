@@ -33,10 +33,13 @@
 // output of a non-root rank.
 //
 // Constraints: none (any N >= 1, any count >= 0, any root).
-#include "algorithms/pipelined_chain.h"
+#include "algorithms/algorithm.h"
 
 #include "schedule/chunking.h"
 #include "schedule/rank_math.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace chorus {
 namespace {
@@ -45,13 +48,8 @@ using B = ProgramBuilder;
 size_t segment_length(const CollectiveSpec& spec) {
   return segment_elements(spec.segment_bytes, spec.elem_size, kDefaultSegmentBytes);
 }
-}  // namespace
 
-Support pipelined_chain_supports(const CollectiveSpec& spec) {
-  return check_common(spec);
-}
-
-Program pipelined_chain_broadcast(const CollectiveSpec& spec) {
+Program build_pipelined_chain_broadcast(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   ProgramBuilder b(buffer_counts(spec));
@@ -78,14 +76,10 @@ Program pipelined_chain_broadcast(const CollectiveSpec& spec) {
   return std::move(b).finish();
 }
 
-Program pipelined_chain_reduce(const CollectiveSpec& spec) {
+Program build_pipelined_chain_reduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   ProgramBuilder b(buffer_counts(spec));
-  if (n == 1) {
-    b.copy(B::input(0, spec.count), B::output(0, spec.count));
-    return std::move(b).finish();
-  }
   const int pos = ring_add(r, -spec.root, n);
   const std::vector<Chunk> segs = segments({0, spec.count}, segment_length(spec));
   const int upstream = pos < n - 1 ? ring_add(r, 1, n) : -1;  // sends to us
@@ -110,5 +104,58 @@ Program pipelined_chain_reduce(const CollectiveSpec& spec) {
   }
   return std::move(b).finish();
 }
+
+// Segments of s_i bytes (all of the segment size but the last, which may be
+// shorter), g_i = s_i/beta. Position j (0 = root) has segment i at
+//   t(j, i) = max(t(j-1, i) + alpha, t(j, i-1)) + g_i,   t(0, i) = 0
+// (the link into j is busy with segment i-1 until t(j, i-1)). Unrolled, t is
+// the heaviest monotone path through the (position, segment) grid: every
+// position step adds alpha, every cell g_i. The heaviest path takes all its
+// position steps at a full segment, so at the chain's end, with g = s_max/beta:
+//   T = (N-1) alpha + M/beta + (N-2) g
+// = (N-1) alpha + (N+S-2) s/beta for S equal segments of s bytes. Reduce
+// folds each segment (gamma s_i) before passing it on; with S equal segments
+// that adds (N-1) gamma s.
+// The seed-style count of (N-2+S) steps of alpha + s/beta charges alpha per
+// step; here alpha is latency and overlaps with the next segment's transfer.
+struct Segments {
+  double count, max, last;
+};
+Segments segments_of(double m, const CostParams& p) {
+  const double seg = static_cast<double>(p.segment_bytes ? p.segment_bytes : kDefaultSegmentBytes);
+  const double count = std::max(1.0, std::ceil(m / seg));
+  return {count, std::min(seg, m), m - (count - 1) * seg};
+}
+
+Prediction chain_broadcast_time(int n, double m, const CostParams& p) {
+  const Segments sg = segments_of(m, p);
+  return Prediction::time((n - 1) * p.alpha + m / p.beta + (n - 2) * sg.max / p.beta);
+}
+
+Prediction chain_reduce_time(int n, double m, const CostParams& p) {
+  const Segments sg = segments_of(m, p);
+  if (sg.last != sg.max)
+    return Prediction::none(
+        "pipelined_chain reduce has a closed form for equal segments only (M a multiple of "
+        "the segment, or M below it): a short last segment changes which path is heaviest");
+  return Prediction::time((n - 1) * p.alpha + m / p.beta + (n - 2) * sg.max / p.beta +
+                          (n - 1) * p.gamma * sg.max);
+}
+
+constexpr ClosedForm kBroadcastCost[] = {
+    {chain_broadcast_time, 1, "switch ring",
+     "(N-1) alpha + M/beta + (N-2) s/beta, segments of s bytes"}};
+constexpr ClosedForm kReduceCost[] = {
+    {chain_reduce_time, 1, "switch ring",
+     "(N-1) (alpha + gamma s) + M/beta + (N-2) s/beta, S equal segments of s bytes"}};
+
+}  // namespace
+
+extern const Algorithm kPipelinedChainBroadcast{
+    Collective::broadcast, "pipelined_chain", "segments down the chain from the root",
+    build_pipelined_chain_broadcast, nullptr, kBroadcastCost};
+extern const Algorithm kPipelinedChainReduce{
+    Collective::reduce, "pipelined_chain", "segments folded along the chain to the root",
+    build_pipelined_chain_reduce, nullptr, kReduceCost};
 
 }  // namespace chorus

@@ -36,7 +36,7 @@
 //   cost:           log2 N alpha + (N-1)/N M/beta (M = N c)
 //   constraint:     N a power of two (supports() declines other N; Bruck
 //                   serves any N)
-#include "algorithms/recursive_doubling.h"
+#include "algorithms/algorithm.h"
 
 #include "core/check.h"
 #include "schedule/rank_math.h"
@@ -48,23 +48,14 @@ using B = ProgramBuilder;
 
 enum class Slot { input, output, scratch_a, scratch_b };
 
-}  // namespace
 
-Support recursive_doubling_allreduce_supports(const CollectiveSpec& spec) {
-  return check_common(spec);
-}
-
-Program recursive_doubling_allreduce(const CollectiveSpec& spec) {
+Program build_recursive_doubling_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   const size_t count = spec.count;
   ProgramBuilder b(buffer_counts(spec));
   const Region all_in = B::input(0, count);
   const Region all_out = B::output(0, count);
-  if (n == 1) {
-    b.copy(all_in, all_out);
-    return std::move(b).finish();
-  }
   const Fold f = make_fold(n);
   const int k = floor_log2(f.core);
   const auto unfold_step = static_cast<uint32_t>(k + 1);
@@ -154,14 +145,13 @@ Program recursive_doubling_allreduce(const CollectiveSpec& spec) {
 }
 
 Support recursive_doubling_allgather_supports(const CollectiveSpec& spec) {
-  if (Support s = check_common(spec); !s) return s;
   if (!is_pow2(spec.nranks))
     return Support::no(
         str_cat("recursive_doubling allgather needs a power-of-two rank count, got ", spec.nranks));
   return Support::yes();
 }
 
-Program recursive_doubling_allgather(const CollectiveSpec& spec) {
+Program build_recursive_doubling_allgather(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   const size_t c = spec.count;
@@ -188,5 +178,36 @@ Program recursive_doubling_allgather(const CollectiveSpec& spec) {
   }
   return std::move(b).finish();
 }
+
+// Every step exchanges all of M and reduces it.
+Prediction recursive_doubling_allreduce_time(int n, double m, const CostParams& p) {
+  if (!is_pow2(n))
+    return Prediction::none(str_cat(
+        "recursive_doubling allreduce has a closed form for power-of-two N only: with N = ", n,
+        " the core partners of folded ranks send before the fold ends, which hides part of it"));
+  return Prediction::time(floor_log2(n) * (p.alpha + m / p.beta + m * p.gamma));
+}
+
+// N = 2^k: step j exchanges 2^j blocks of M/N.
+Prediction recursive_doubling_allgather_time(int n, double m, const CostParams& p) {
+  if (!is_pow2(n)) return Prediction::none("recursive_doubling allgather needs N = 2^k");
+  return Prediction::time(floor_log2(n) * p.alpha + (n - 1) * m / n / p.beta);
+}
+
+constexpr ClosedForm kAllreduceCost[] = {
+    {recursive_doubling_allreduce_time, 0, "switch hypercube",
+     "log2 N (alpha + M/beta + M gamma), N = 2^k"}};
+constexpr ClosedForm kAllgatherCost[] = {
+    {recursive_doubling_allgather_time, 0, "switch hypercube",
+     "log2 N alpha + (N-1)/N M/beta, N = 2^k"}};
+
+}  // namespace
+
+extern const Algorithm kRecursiveDoublingAllreduce{
+    Collective::allreduce, "recursive_doubling", "log2 N steps exchanging the whole vector",
+    build_recursive_doubling_allreduce, nullptr, kAllreduceCost};
+extern const Algorithm kRecursiveDoublingAllgather{
+    Collective::allgather, "recursive_doubling", "log2 N steps doubling the blocks held (N = 2^k)",
+    build_recursive_doubling_allgather, recursive_doubling_allgather_supports, kAllgatherCost};
 
 }  // namespace chorus

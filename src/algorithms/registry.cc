@@ -1,90 +1,95 @@
-// The registry table. Order within a collective is the fallback order: when
-// the requested (or tuned) algorithm does not support a case, the first one
-// that does is used.
+// The registry: one row per algorithm. Order within a collective is the
+// fallback order: when the requested (or tuned) algorithm does not support a
+// case, the first one that does is used, so the simplest comes first.
 #include "algorithms/algorithm.h"
 
-#include "algorithms/alltoall.h"
-#include "algorithms/barrier.h"
-#include "algorithms/bidir_ring.h"
-#include "algorithms/binomial.h"
-#include "algorithms/bruck.h"
-#include "algorithms/double_binary_tree.h"
-#include "algorithms/halving_doubling.h"
-#include "algorithms/pipelined_chain.h"
-#include "algorithms/recursive_doubling.h"
-#include "algorithms/reduce_broadcast.h"
-#include "algorithms/ring.h"
-#include "algorithms/scatter_allgather.h"
 #include "core/check.h"
 
-#include <array>
-
 namespace chorus {
+
+// Each row names an Algorithm defined in its own file.
+#define CHORUS_ALGORITHMS(X)                                                      \
+  X(kRingAllreduce)                /* ring.cc */                                  \
+  X(kRingAllgather)                /* ring.cc */                                  \
+  X(kRingReduceScatter)            /* ring.cc */                                  \
+  X(kBinomialBroadcast)            /* binomial.cc */                              \
+  X(kBinomialReduce)               /* binomial.cc */                              \
+  X(kDisseminationBarrier)         /* dissemination.cc */                         \
+  X(kPairwiseAlltoall)             /* pairwise.cc */                              \
+  X(kBruckAlltoall)                /* bruck.cc */                                 \
+  X(kBidirRingAllreduce)           /* bidir_ring.cc */                            \
+  X(kBidirRingAllgather)           /* bidir_ring.cc */                            \
+  X(kBidirRingReduceScatter)       /* bidir_ring.cc */                            \
+  X(kHalvingDoublingAllreduce)     /* halving_doubling.cc */                      \
+  X(kRecursiveHalvingReduceScatter) /* halving_doubling.cc */                     \
+  X(kRecursiveDoublingAllreduce)   /* recursive_doubling.cc */                    \
+  X(kRecursiveDoublingAllgather)   /* recursive_doubling.cc */                    \
+  X(kBruckAllgather)               /* bruck.cc */                                 \
+  X(kDoubleBinaryTreeAllreduce)    /* double_binary_tree.cc */                    \
+  X(kReduceBroadcastAllreduce)     /* binomial.cc */                              \
+  X(kPipelinedChainBroadcast)      /* pipelined_chain.cc */                       \
+  X(kPipelinedChainReduce)         /* pipelined_chain.cc */                       \
+  X(kScatterAllgatherBroadcast)    /* scatter_allgather.cc */
+
+#define CHORUS_DECLARE_ALGORITHM(name) extern const Algorithm name;
+CHORUS_ALGORITHMS(CHORUS_DECLARE_ALGORITHM)
+#undef CHORUS_DECLARE_ALGORITHM
+
 namespace {
 
-using C = Collective;
-const Algorithm kAlgorithms[] = {
-    {C::allreduce, "ring", "ReduceScatter + AllGather around the ring", ring_supports,
-     ring_allreduce},
-    {C::allgather, "ring", "N-1 steps passing blocks around the ring", ring_supports,
-     ring_allgather},
-    {C::reduce_scatter, "ring", "N-1 steps reducing partial sums around the ring",
-     ring_supports, ring_reduce_scatter},
-    {C::broadcast, "binomial", "binomial tree from the root", binomial_supports,
-     binomial_broadcast},
-    {C::reduce, "binomial", "binomial tree towards the root", binomial_supports,
-     binomial_reduce},
-    {C::barrier, "dissemination", "ceil(log2 N) rounds of empty messages",
-     dissemination_supports, dissemination_barrier},
-    {C::alltoall, "pairwise", "N-1 steps, one block to rank r+s at step s", alltoall_supports,
-     pairwise_alltoall},
-    {C::alltoall, "bruck", "ceil(log2 N) steps of packed blocks (small blocks)",
-     alltoall_supports, bruck_alltoall},
-    // Bidirectional ring (2-port): both neighbours every step.
-    {C::allreduce, "bidir_ring", "ReduceScatter + AllGather, chunks going both ways round",
-     bidir_ring_supports, bidir_ring_allreduce},
-    {C::allgather, "bidir_ring", "floor(N/2) steps passing blocks both ways round the ring",
-     bidir_ring_supports, bidir_ring_allgather},
-    {C::reduce_scatter, "bidir_ring", "floor(N/2) steps, partial sums meeting from both sides",
-     bidir_ring_supports, bidir_ring_reduce_scatter},
-    // Recursive halving / doubling, with the non-power-of-two fold.
-    {C::allreduce, "halving_doubling", "Rabenseifner: recursive halving + recursive doubling",
-     halving_doubling_supports, halving_doubling_allreduce},
-    {C::reduce_scatter, "recursive_halving", "log2 N steps halving the data held",
-     halving_doubling_supports, recursive_halving_reduce_scatter},
-    {C::allreduce, "recursive_doubling", "log2 N steps exchanging the whole vector",
-     recursive_doubling_allreduce_supports, recursive_doubling_allreduce},
-    {C::allgather, "recursive_doubling", "log2 N steps doubling the blocks held (N = 2^k)",
-     recursive_doubling_allgather_supports, recursive_doubling_allgather},
-    {C::allgather, "bruck", "ceil(log2 N) steps for any N, rotated gather",
-     bruck_allgather_supports, bruck_allgather},
-    // Trees and chains.
-    {C::allreduce, "double_binary_tree", "two complementary trees, pipelined halves",
-     double_binary_tree_supports, double_binary_tree_allreduce},
-    {C::allreduce, "reduce_broadcast", "binomial Reduce to rank 0 + binomial Broadcast",
-     reduce_broadcast_supports, reduce_broadcast_allreduce},
-    {C::broadcast, "pipelined_chain", "segments down the chain from the root",
-     pipelined_chain_supports, pipelined_chain_broadcast},
-    {C::reduce, "pipelined_chain", "segments folded along the chain to the root",
-     pipelined_chain_supports, pipelined_chain_reduce},
-    {C::broadcast, "scatter_allgather", "binomial scatter + ring AllGather",
-     scatter_allgather_supports, scatter_allgather_broadcast},
-};
+#define CHORUS_ALGORITHM_ADDRESS(name) &name,
+const Algorithm* const kAlgorithms[] = {CHORUS_ALGORITHMS(CHORUS_ALGORITHM_ADDRESS)};
+#undef CHORUS_ALGORITHM_ADDRESS
+
+// N = 1: the own contribution is the result.
+Program single_rank_program(const CollectiveSpec& spec) {
+  const BufferCounts counts = buffer_counts(spec);
+  ProgramBuilder b(counts);
+  using B = ProgramBuilder;
+  switch (spec.collective) {
+    case Collective::barrier:
+      break;
+    case Collective::reduce_scatter:
+    case Collective::allgather:
+    case Collective::alltoall:
+    case Collective::allreduce:
+    case Collective::broadcast:
+    case Collective::reduce:
+      b.copy(B::input(0, counts.input), B::output(0, counts.output));
+      break;
+  }
+  return std::move(b).finish();
+}
+
+// The average: once the Output holds the sum, divide it by N. Output that a
+// rank does not own (the non-roots of reduce) is left alone.
+void append_average(Program& program, const CollectiveSpec& spec) {
+  if (program.output_count == 0) return;
+  if (spec.collective == Collective::reduce && spec.rank != spec.root) return;
+  Op op;
+  op.kind = OpKind::divide;
+  op.dst = ProgramBuilder::output(0, program.output_count);
+  op.divisor = static_cast<uint32_t>(spec.nranks);
+  op.step = 0;
+  for (const Op& o : program.ops) op.step = std::max(op.step, o.step + 1);
+  op.deps = sink_ops(program);
+  program.ops.push_back(std::move(op));
+}
 
 }  // namespace
 
-std::span<const Algorithm> all_algorithms() { return kAlgorithms; }
+std::span<const Algorithm* const> registry_rows() { return kAlgorithms; }
 
 std::vector<const Algorithm*> algorithms_for(Collective collective) {
   std::vector<const Algorithm*> out;
-  for (const Algorithm& a : kAlgorithms)
-    if (a.collective == collective) out.push_back(&a);
+  for (const Algorithm* a : kAlgorithms)
+    if (a->collective == collective) out.push_back(a);
   return out;
 }
 
 const Algorithm* find_algorithm(Collective collective, std::string_view name) {
-  for (const Algorithm& a : kAlgorithms)
-    if (a.collective == collective && a.name == name) return &a;
+  for (const Algorithm* a : kAlgorithms)
+    if (a->collective == collective && a->name == name) return a;
   return nullptr;
 }
 
@@ -105,6 +110,73 @@ Support check_common(const CollectiveSpec& spec) {
     return Support::no(str_cat("root ", spec.root, " outside [0, ", spec.nranks, ")"));
   if (spec.elem_size == 0) return Support::no("element size 0");
   return Support::yes();
+}
+
+Support supports(const Algorithm& algorithm, const CollectiveSpec& spec) {
+  if (spec.collective != algorithm.collective)
+    return Support::no(str_cat(algorithm.name, " is an algorithm of ",
+                               to_string(algorithm.collective), ", not of ",
+                               to_string(spec.collective)));
+  if (Support s = check_common(spec); !s) return s;
+  if (spec.nranks == 1 || algorithm.own_support == nullptr) return Support::yes();
+  return algorithm.own_support(spec);
+}
+
+Support supported_everywhere(const Algorithm& algorithm, const CollectiveSpec& spec) {
+  CollectiveSpec s = spec;
+  for (int r = 0; r < spec.nranks; ++r) {
+    s.rank = r;
+    if (Support ok = supports(algorithm, s); !ok) return ok;
+  }
+  return Support::yes();
+}
+
+std::vector<const Algorithm*> candidates_for(const CollectiveSpec& spec) {
+  std::vector<const Algorithm*> out;
+  for (const Algorithm* a : algorithms_for(spec.collective))
+    if (supported_everywhere(*a, spec)) out.push_back(a);
+  return out;
+}
+
+Program build_program(const Algorithm& algorithm, const CollectiveSpec& spec) {
+  Program program = spec.nranks == 1 ? single_rank_program(spec) : algorithm.build(spec);
+  if (spec.average) append_average(program, spec);
+  return program;
+}
+
+std::vector<Program> build_all(const Algorithm& algorithm, const CollectiveSpec& spec) {
+  std::vector<Program> programs;
+  programs.reserve(static_cast<size_t>(spec.nranks));
+  CollectiveSpec s = spec;
+  for (int r = 0; r < spec.nranks; ++r) {
+    s.rank = r;
+    if (Support ok = supports(algorithm, s); !ok)
+      fail(ErrorCode::invalid_argument, to_string(spec.collective), "(", algorithm.name,
+           ") does not support N = ", spec.nranks, ", count ", spec.count, ": ", ok.reason);
+    programs.push_back(build_program(algorithm, s));
+  }
+  return programs;
+}
+
+Prediction closed_form(const Algorithm& algorithm, int nranks, double bytes,
+                       const CostParams& params) {
+  if (nranks == 1) return Prediction::time(0);
+  if (algorithm.costs.empty())
+    return Prediction::none(str_cat(to_string(algorithm.collective), "(", algorithm.name,
+                                    ") has no closed form in the cost model"));
+  const ClosedForm& f = algorithm.costs.front();
+  if (f.ports != 0 && f.ports != params.ports)
+    return Prediction::none(str_cat(to_string(algorithm.collective), "(", algorithm.name,
+                                    ")'s closed form assumes ", f.ports, " port(s), not ",
+                                    params.ports));
+  return f.at(nranks, bytes, params);
+}
+
+const ClosedForm* closed_form_on(const Algorithm& algorithm, std::string_view topology,
+                                 int nranks, int ports) {
+  for (const ClosedForm& f : algorithm.costs)
+    if (closed_form_applies(f, topology, nranks, ports)) return &f;
+  return nullptr;
 }
 
 }  // namespace chorus

@@ -2,7 +2,6 @@
 
 #include "core/check.h"
 #include "core/reduce_kernels.h"
-#include "model/tuner.h"
 
 #include <algorithm>
 #include <ostream>
@@ -73,12 +72,14 @@ void ScratchPool::give(Buffer buffer) {
   }
 }
 
-CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config config)
+CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config config,
+                                   std::unique_ptr<Selector> selector)
     : transport_(std::move(transport)),
       rank_(transport_->rank()),
       size_(transport_->size()),
       config_(std::move(config)),
-      engine_(*transport_) {}
+      engine_(*transport_),
+      selector_(selector ? std::move(selector) : make_selector(*transport_, config_)) {}
 
 CommunicatorImpl::~CommunicatorImpl() = default;
 
@@ -121,52 +122,34 @@ void CommunicatorImpl::validate(const CallDescriptor& c) const {
          "send and recv buffers overlap but are not the in-place form of this collective");
 }
 
-const Algorithm& CommunicatorImpl::choose(const CollectiveSpec& spec,
-                                          const CallOptions& options) const {
-  std::string name = options.algorithm;
-  if (name.empty()) name = config_.algorithm_for(spec.collective);
-  const CallSite where{rank(), to_string(spec.collective)};
-  if (!name.empty() && name != "auto") {
-    const Algorithm* a = find_algorithm(spec.collective, name);
-    if (a == nullptr) {
-      // A CHORUS_ALGO name meant for other collectives is no error here.
-      if (options.algorithm.empty() && config_.algorithm.count(spec.collective) == 0) {
-        name.clear();
-      } else {
-        fail(ErrorCode::invalid_argument, where, "unknown algorithm '", name, "'; known: ",
-             algorithm_names(spec.collective));
-      }
-    } else if (a->supports(spec)) {
-      return *a;
-    } else if (!options.algorithm.empty()) {
-      // Named explicitly for this call and unable to serve it: say so.
-      fail(ErrorCode::invalid_argument, where, "algorithm '", name,
-           "' does not support this call: ", a->supports(spec).reason);
+const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& spec,
+                                                         const CallOptions& options) {
+  if (last_key_ != nullptr && last_key_->collective == spec.collective &&
+      last_key_->count == spec.count && last_key_->elem_size == spec.elem_size &&
+      last_key_->root == spec.root && last_key_->average == spec.average &&
+      last_key_->algorithm_option == options.algorithm)
+    return *last_plan_;
+  PlanKey key{spec.collective, spec.count,        spec.elem_size,
+              spec.root,       spec.average,      options.algorithm};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    const Algorithm& algo = choose(spec, options);
+    Plan plan{&algo, prepare(build_program(algo, spec))};
+    if (plans_.size() >= kProgramCacheEntries) {
+      plans_.clear();  // keep the cache bounded; entries are cheap to rebuild
+      last_key_ = nullptr;
     }
+    it = plans_.emplace(std::move(key), std::move(plan)).first;
   }
-  if (selector_) {
-    if (const Algorithm* a = selector_(spec); a != nullptr && a->supports(spec)) return *a;
-  }
-  for (const Algorithm* a : algorithms_for(spec.collective))
-    if (a->supports(spec)) return *a;
-  fail(ErrorCode::internal, where, "no algorithm supports this call");
-}
-
-std::shared_ptr<const PreparedProgram> CommunicatorImpl::program_for(const Algorithm& algo,
-                                                                     const CollectiveSpec& spec) {
-  const ProgramKey key{&algo, spec.count, spec.elem_size, spec.root, spec.segment_bytes};
-  if (auto it = programs_.find(key); it != programs_.end()) return it->second;
-  auto program = prepare(algo.build(spec));
-  if (programs_.size() >= kProgramCacheEntries) programs_.erase(programs_.begin());
-  programs_.emplace(key, program);
-  return program;
+  last_key_ = &it->first;
+  last_plan_ = &it->second;
+  return it->second;
 }
 
 std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
   for (auto& w : spare_work_) {
     if (w.use_count() != 1) continue;  // a Work handle or the engine still holds it
     pool_.give(std::exchange(w->scratch, {}));  // a failed call's, if any
-    w->avg_out = nullptr;
     w->error = nullptr;
     w->finished = false;
     return w;
@@ -189,32 +172,19 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
     return work;
   }
   const size_t es = call.collective == Collective::barrier ? 1 : dtype_size(call.type);
-  CollectiveSpec spec{call.collective, size(), rank(), call.count, es, call.root,
-                      config_.segment_bytes};
-  LastCall& last = last_call_;
-  if (!(last.algorithm != nullptr && last.collective == call.collective &&
-        last.count == call.count && last.elem_size == es && last.root == call.root &&
-        last.algorithm_option == options.algorithm)) {
-    const Algorithm& chosen = choose(spec, options);
-    auto prepared = program_for(chosen, spec);
-    last = LastCall{call.collective, call.count, es,     call.root, options.algorithm,
-                    &chosen,         std::move(prepared)};
-  }
-  const Algorithm& algo = *last.algorithm;
-  const std::shared_ptr<const PreparedProgram>& program = last.program;
+  const bool average =
+      call.op == ReduceOp::avg &&
+      (call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
+       call.collective == Collective::reduce);
+  CollectiveSpec spec{call.collective, size(), rank(),  call.count,
+                      es,              call.root, config_.segment_bytes, average};
+  const Plan& plan = plan_for(spec, options);
+  const std::shared_ptr<const PreparedProgram>& program = plan.program;
   work->scratch = pool_.take(program->program.scratch_count * es);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
   work->exec.restart(program, buffers, call.type, call.op,
-                     CallLabel{to_string(call.collective), algo.name}, Deadline::max());
-  if (call.op == ReduceOp::avg &&
-      (call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
-       (call.collective == Collective::reduce && rank() == call.root))) {
-    work->avg_out = call.recv;
-    work->avg_count = buffer_counts(spec).output;
-    work->avg_divisor = static_cast<size_t>(size());
-    work->avg_type = call.type;
-  }
+                     CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max());
   try {
     // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
     engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
@@ -254,19 +224,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
       p2p_programs_.clear();  // keep the cache bounded; entries are cheap to rebuild
       return submit_point_to_point(kind, send, recv, count, type, peer, options);
     }
-    Program program;
-    Op op;
-    op.kind = kind;
-    op.peer = peer;
-    if (sending) {
-      program.input_count = count;
-      op.src = ProgramBuilder::input(0, count);
-    } else {
-      program.output_count = count;
-      op.dst = ProgramBuilder::output(0, count);
-    }
-    program.ops.push_back(std::move(op));
-    cached = prepare(std::move(program));
+    cached = prepare(point_to_point_program(kind, peer, count));
   }
   auto work = new_work();
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
@@ -282,12 +240,11 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
   return work;
 }
 
-// Marks a call finished (its avg division applied) and returns its scratch;
+// Marks a call finished and returns its scratch;
 // the caller removes it from outstanding_.
 void CommunicatorImpl::retire(WorkState& w) {
   if (w.finished) return;
   w.finished = true;
-  if (w.avg_out != nullptr && !w.error) divide_by(w.avg_type, w.avg_out, w.avg_count, w.avg_divisor);
   pool_.give(std::exchange(w.scratch, {}));
 }
 
@@ -349,10 +306,10 @@ bool CommunicatorImpl::test(WorkState& w) {
 // --- the public handles ------------------------------------------------------
 
 Communicator make_communicator(std::unique_ptr<Transport> transport, Config config) {
-  auto impl = std::make_unique<detail::CommunicatorImpl>(std::move(transport), std::move(config));
-  // The tuner picks algorithms for calls that name none (model/tuner.h).
-  install_tuner(*impl);
-  return Communicator(std::move(impl));
+  // The communicator makes its selector (tune/selector.h), which may
+  // calibrate the links: every rank calls this at creation.
+  return Communicator(
+      std::make_unique<detail::CommunicatorImpl>(std::move(transport), std::move(config)));
 }
 
 Work::Work() = default;

@@ -1,5 +1,7 @@
-// The implementation behind chorus::Communicator: argument checks, algorithm
-// choice, program cache, and the executor engine over one transport.
+// The implementation behind chorus::Communicator: argument checks, the cache
+// of each call's algorithm and Program, and the executor engine over one
+// transport. Which algorithm a call gets is the selection layer's decision
+// (tune/selector.h).
 //
 // Every public collective funnels into one CallDescriptor and one enqueue path.
 #pragma once
@@ -8,6 +10,7 @@
 #include "core/config.h"
 #include "exec/executor.h"
 #include "transport/transport.h"
+#include "tune/selector.h"
 
 #include <chorus/communicator.h>
 #include <chorus/error.h>
@@ -31,9 +34,6 @@ struct CallDescriptor {
   int root = 0;
   const CallOptions* options = nullptr;
 };
-
-// Chooses the algorithm for a call when none is named; the tuner plugs in here.
-using AlgorithmSelector = std::function<const Algorithm*(const CollectiveSpec&)>;
 
 namespace detail {
 
@@ -60,47 +60,66 @@ struct WorkState {
   CommunicatorImpl* comm = nullptr;
   ScratchPool::Buffer scratch;
   Execution exec;
-  // The avg division, applied to `avg_count` elements of `avg_out` once the
-  // sum is complete (avg_out == nullptr: none).
-  void* avg_out = nullptr;
-  size_t avg_count = 0;
-  size_t avg_divisor = 0;
-  DataType avg_type = DataType::float32;
   std::exception_ptr error;
   bool finished = false;
 };
 
 class CommunicatorImpl {
  public:
-  CommunicatorImpl(std::unique_ptr<Transport> transport, Config config);
+  // `selector` null: the communicator makes its own (make_selector), which
+  // may calibrate: collective then.
+  CommunicatorImpl(std::unique_ptr<Transport> transport, Config config,
+                   std::unique_ptr<Selector> selector = nullptr);
   ~CommunicatorImpl();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
-  void set_selector(AlgorithmSelector selector) {
+  Selector& selector() { return *selector_; }
+  // Replaces the selector (every rank alike); the cached picks go with it.
+  void set_selector(std::unique_ptr<Selector> selector) {
     selector_ = std::move(selector);
-    last_call_ = {};  // its choice may differ now
+    plans_.clear();
+    last_key_ = nullptr;
+    last_plan_ = nullptr;
   }
 
   // Validates, picks the algorithm, builds (or reuses) the program, starts it.
   std::shared_ptr<WorkState> submit(const CallDescriptor& call);
   // Send or receive of `count` elements to/from `peer` as a one-op Program on
-  // the same engine (kind is OpKind::send or OpKind::recv).
+  // the same engine (kind is OpKind::send or OpKind::recv;
+  // schedule/program.h: point_to_point_program).
   std::shared_ptr<WorkState> submit_point_to_point(OpKind kind, const void* send, void* recv,
                                                    size_t count, DataType type, int peer,
                                                    const CallOptions& options);
   void wait(WorkState& work);
   bool test(WorkState& work);
 
-  // Name of the algorithm a call would use (after overrides and fallback).
-  const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) const;
+  // The algorithm a call would use (after overrides and fallback).
+  const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) {
+    return selector_->choose(spec, options.algorithm);
+  }
 
  private:
   void validate(const CallDescriptor& call) const;
-  std::shared_ptr<const PreparedProgram> program_for(const Algorithm& algo,
-                                                     const CollectiveSpec& spec);
+  // What runs a call: its algorithm and prepared Program.
+  struct Plan {
+    const Algorithm* algorithm = nullptr;
+    std::shared_ptr<const PreparedProgram> program;
+  };
+  // Everything the choice and the Program depend on besides the fixed config
+  // and selector.
+  struct PlanKey {
+    Collective collective = Collective::allreduce;
+    size_t count = 0;
+    size_t elem_size = 0;
+    int root = 0;
+    bool average = false;
+    std::string algorithm_option;  // CallOptions::algorithm
+    auto operator<=>(const PlanKey&) const = default;
+  };
+  const Plan& plan_for(const CollectiveSpec& spec, const CallOptions& options);
   void fail_all(std::exception_ptr error);
   void retire(WorkState& work);
   // Retires every outstanding call whose execution is done, in order.
@@ -113,29 +132,18 @@ class CommunicatorImpl {
   int size_;
   Config config_;
   Engine engine_;
-  AlgorithmSelector selector_;
+  std::unique_ptr<Selector> selector_;
   ScratchPool pool_;
   std::vector<std::shared_ptr<WorkState>> outstanding_;
   std::exception_ptr broken_;  // set once a call failed: the communicator is unusable
-  // Programs are pure functions of (algorithm, spec): cache the recent ones.
-  using ProgramKey = std::tuple<const Algorithm*, size_t, size_t, int, size_t>;
-  std::map<ProgramKey, std::shared_ptr<const PreparedProgram>> programs_;
+  // The one cache of picks: each recent call's algorithm and Program (Programs
+  // are pure functions of the algorithm and the call). `last_plan_` points at
+  // the last call's entry, so that a loop of equal calls skips the lookup.
+  std::map<PlanKey, Plan> plans_;
+  const PlanKey* last_key_ = nullptr;
+  const Plan* last_plan_ = nullptr;
   // One-op programs of point-to-point calls, by (kind, peer, count).
   std::map<std::tuple<int, int, size_t>, std::shared_ptr<const PreparedProgram>> p2p_programs_;
-  // The algorithm and program of the last collective call: a loop of equal
-  // calls skips the override parsing, the tuner's and the cache's lookups.
-  // Valid because the choice is a function of exactly these fields (config
-  // and selector are fixed; set_selector clears it).
-  struct LastCall {
-    Collective collective = Collective::allreduce;
-    size_t count = 0;
-    size_t elem_size = 0;
-    int root = -1;
-    std::string algorithm_option;  // CallOptions::algorithm
-    const Algorithm* algorithm = nullptr;
-    std::shared_ptr<const PreparedProgram> program;
-  };
-  LastCall last_call_;
   // WorkStates to recycle; one is free when only this list holds it.
   std::vector<std::shared_ptr<WorkState>> spare_work_;
 };

@@ -24,7 +24,8 @@
 //                      ranks to cores when there are enough (default core)
 #pragma once
 
-#include "schedule/collective.h"
+#include "core/collective.h"
+#include "core/log.h"
 
 #include <chrono>
 #include <cstddef>
@@ -33,8 +34,6 @@
 #include <string>
 
 namespace chorus {
-
-enum class LogLevel : int { none = 0, warn = 1, info = 2, trace = 3 };
 
 struct Config {
   std::chrono::milliseconds timeout{300'000};

@@ -3,11 +3,13 @@
 #pragma once
 
 #include "core/check.h"
-#include "core/config.h"
 
 #include <string>
 
 namespace chorus {
+
+// CHORUS_DEBUG: warn (default), info, trace, or none.
+enum class LogLevel : int { none = 0, warn = 1, info = 2, trace = 3 };
 
 void write_log_line(LogLevel level, int rank, const std::string& text);
 

@@ -112,8 +112,11 @@ void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
                                      : recv_queue_[static_cast<size_t>(o.peer)];
     q.push_back({&e, static_cast<OpIndex>(i)});
   }
+  // Ops without deps start now. (Not "no deps missing": a local op that runs
+  // inline readies its dependents itself, which must not start twice.)
+  const std::vector<uint32_t>& dep_count = e.prepared_->dep_count;
   for (size_t i = 0; i < ops.size(); ++i)
-    if (e.missing_deps_[i] == 0) op_ready(e, static_cast<OpIndex>(i));
+    if (dep_count[i] == 0) op_ready(e, static_cast<OpIndex>(i));
   if (e.done()) std::erase_if(active_, [&](const auto& p) { return p.get() == &e; });
 }
 
@@ -133,9 +136,11 @@ void Engine::start_local(Execution& e, OpIndex op) {
   const size_t bytes = o.dst.count * e.elem_size_;
   if (bytes > 0) {
     std::byte* dst = e.address(o.dst);
-    const std::byte* src = e.address(o.src);
+    const std::byte* src = o.kind == OpKind::divide ? nullptr : e.address(o.src);
     if (o.kind == OpKind::copy) {
       if (dst != src) std::memmove(dst, src, bytes);
+    } else if (o.kind == OpKind::divide) {
+      divide_by(e.type_, dst, o.dst.count, o.divisor);
     } else {
       reduce_into(e.type_, e.op_, dst, dst, src, o.dst.count);
     }

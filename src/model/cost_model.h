@@ -14,20 +14,19 @@
 //   alltoall:                     N * count * elem_size (one rank's input)
 //   barrier:                      0
 //
-// Closed forms are one small function per (collective, algorithm). Each is the
-// exact time of that algorithm's actual Program under the model, on the
-// topologies and port counts the entry names, when the chunking is even (N
-// divides count, and powers of two do for the halving algorithms); tests hold
-// the simulator to them at a relative 1e-9. An algorithm without one, or a case
-// its form does not cover, gets a Prediction with ok == false and the reason:
-// never a silent zero.
+// Closed forms live with their algorithms (src/algorithms), one small function
+// each beside the header comment that states it. Each is the exact time of that
+// algorithm's actual Program under the model, on the topologies and port counts
+// it names, when the chunking is even (N divides count, and powers of two do
+// for the halving algorithms); tests hold the simulator to them at a relative
+// 1e-9. A case a form does not cover gets a Prediction with ok == false and the
+// reason: never a silent zero. This file holds what they share: parameters,
+// the model's M, the lower bounds, and the ClosedForm record.
 #pragma once
 
 #include "schedule/collective.h"
 
 #include <cstddef>
-#include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -80,36 +79,27 @@ struct Prediction {
   static Prediction none(std::string why) { return {false, 0, std::move(why)}; }
 };
 
-// One algorithm's closed form.
-struct Formula {
-  Collective collective;
-  std::string_view algorithm;  // as the registry names it
+// One closed form of an algorithm: its time under the model, and where it is
+// exact. Algorithms carry theirs (algorithms/algorithm.h).
+struct ClosedForm {
+  // The form itself, for N >= 2: call at(), which answers N = 1 (nothing to
+  // do, whatever the algorithm) without it.
   Prediction (*time)(int nranks, double bytes, const CostParams& params);
   // Where the form is exact: port counts (0 = either) and the simulator
   // topologies (space-separated) whose routes it assumes.
-  int ports;
+  int ports = 0;
   std::string_view topologies;
   std::string_view text;  // the formula, for docs and --help
+
+  Prediction at(int nranks, double bytes, const CostParams& params) const {
+    return nranks <= 1 ? Prediction::time(0) : time(nranks, bytes, params);
+  }
 };
 
-// Every closed form, by collective. An algorithm may have more than one, for
-// different topologies (halving_doubling on a switch and on a ring).
-std::span<const Formula> formulas();
-// The first form of (collective, algorithm), whatever it assumes.
-const Formula* find_formula(Collective collective, std::string_view algorithm);
-// The form of (collective, algorithm) that is exact on `topology` with
-// `ports` ports at N ranks, or nullptr.
-const Formula* find_formula_on(Collective collective, std::string_view algorithm,
-                               std::string_view topology, int nranks, int ports);
-
-// Whether formula `f` is exact on simulator topology `topology` at N ranks
-// with `ports` ports ("hypercube" routes match the halving partners only for
-// N a power of two).
-bool formula_applies(const Formula& f, std::string_view topology, int nranks, int ports);
-
-// The closed-form time of (collective, algorithm) at N ranks and M bytes,
-// from its first form (a switch), or why there is none.
-Prediction closed_form(Collective collective, std::string_view algorithm, int nranks,
-                       double bytes, const CostParams& params);
+// Whether `form` is exact on simulator topology `topology` at N ranks with
+// `ports` ports ("hypercube" routes match the halving partners only for N a
+// power of two).
+bool closed_form_applies(const ClosedForm& form, std::string_view topology, int nranks,
+                         int ports);
 
 }  // namespace chorus

@@ -2,6 +2,7 @@
 
 #include "api/communicator_impl.h"
 #include "core/check.h"
+#include "tune/calibration.h"
 
 #include <algorithm>
 #include <map>
@@ -30,7 +31,9 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
 }
 
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std::ostream* out) {
-  const LinkParams link = calibrate(comm);
+  Transport& transport = comm.impl().transport();
+  LinkParams link = calibrate_link(transport, Clock::now() + comm.impl().config().timeout);
+  link.name = link_class_of(transport.name());
   PerfOptions sweep = options;
   sweep.algorithms = {"all"};
   sweep.check = false;  // timing only; correctness is what the tests and -c 1 are for

@@ -1,10 +1,10 @@
 // chorus-perf --calibrate: measures what the tuner needs on this communicator
-// and writes it to a tuning file (model/tuner.h): the link's alpha and beta,
+// and writes it to a tuning file (tune/tuning_file.h): the link's alpha and beta,
 // and, for each collective of the sweep, the fastest algorithm at each size
 // (measured rules that override the model where they apply).
 #pragma once
 
-#include "model/tuner.h"
+#include "tune/tuning_file.h"
 #include "perf/perf.h"
 
 #include <chorus/communicator.h>

@@ -156,8 +156,8 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
               add("", std::string(comm.impl().choose(spec, CallOptions{}).name));
             } else if (a == "all") {
               for (const Algorithm* algo : algorithms_for(c))
-                if (algo->supports(spec)) add(std::string(algo->name), std::string(algo->name));
-            } else if (const Algorithm* algo = find_algorithm(c, a); algo && algo->supports(spec)) {
+                if (supports(*algo, spec)) add(std::string(algo->name), std::string(algo->name));
+            } else if (const Algorithm* algo = find_algorithm(c, a); algo && supports(*algo, spec)) {
               add(a, a);
             }
           }

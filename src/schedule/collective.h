@@ -1,25 +1,12 @@
 // What a schedule builder is asked to build: one collective, one rank, one size.
 #pragma once
 
+#include "core/collective.h"
+
 #include <cstddef>
 #include <optional>
-#include <string_view>
 
 namespace chorus {
-
-enum class Collective {
-  allreduce,
-  allgather,
-  reduce_scatter,
-  broadcast,
-  reduce,
-  alltoall,
-  barrier,
-};
-inline constexpr int kCollectiveCount = 7;
-
-std::string_view to_string(Collective c);
-std::optional<Collective> parse_collective(std::string_view name);
 
 // The request a builder answers. `count` keeps the meaning it has in the API:
 //   allreduce, broadcast, reduce: elements per rank
@@ -37,6 +24,9 @@ struct CollectiveSpec {
   // Pipelining segment for segmented algorithms (trees, chains), in bytes;
   // 0 lets the builder choose its default.
   size_t segment_bytes = 0;
+  // The call averages (ReduceOp::avg): the Program ends by dividing the
+  // reduced Output by N (OpKind::divide), so every interpreter sees it.
+  bool average = false;
 };
 
 // Element counts of the Input and Output buffers of a call.

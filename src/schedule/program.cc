@@ -20,15 +20,41 @@ std::string_view to_string(OpKind kind) {
     case OpKind::recv_reduce: return "recv_reduce";
     case OpKind::copy: return "copy";
     case OpKind::reduce: return "reduce";
+    case OpKind::divide: return "divide";
   }
   return "invalid";
 }
 
 bool is_receive(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
-bool reads_src(OpKind k) { return k != OpKind::recv; }
+bool reads_src(OpKind k) { return k != OpKind::recv && k != OpKind::divide; }
+bool reads_dst(OpKind k) {
+  return k == OpKind::reduce || k == OpKind::divide;
+}
 bool has_peer(OpKind k) { return k == OpKind::send || is_receive(k); }
 
 size_t op_count(const Op& op) { return op.kind == OpKind::send ? op.src.count : op.dst.count; }
+
+std::vector<OpIndex> sink_ops(const Program& program) {
+  std::vector<bool> depended_on(program.ops.size(), false);
+  for (const Op& op : program.ops)
+    for (OpIndex d : op.deps)
+      if (d < depended_on.size()) depended_on[d] = true;
+  std::vector<OpIndex> sinks;
+  for (size_t i = 0; i < program.ops.size(); ++i)
+    if (!depended_on[i]) sinks.push_back(static_cast<OpIndex>(i));
+  return sinks;
+}
+
+Program point_to_point_program(OpKind kind, int peer, size_t count) {
+  CHORUS_CHECK(kind == OpKind::send || kind == OpKind::recv);
+  const bool sending = kind == OpKind::send;
+  ProgramBuilder b(sending ? BufferCounts{count, 0} : BufferCounts{0, count});
+  if (sending)
+    b.send(peer, ProgramBuilder::input(0, count));
+  else
+    b.recv(peer, ProgramBuilder::output(0, count));
+  return std::move(b).finish();
+}
 
 std::string describe(const Region& r) {
   return str_cat(to_string(r.buffer), "[", r.offset, ",+", r.count, ")");
@@ -39,6 +65,7 @@ std::string describe(const Op& op) {
   if (has_peer(op.kind)) s += str_cat(" peer=", op.peer);
   if (reads_src(op.kind)) s += " src=" + describe(op.src);
   if (op.kind != OpKind::send) s += " dst=" + describe(op.dst);
+  if (op.kind == OpKind::divide) s += str_cat(" divisor=", op.divisor);
   s += " deps={";
   for (size_t i = 0; i < op.deps.size(); ++i) s += str_cat(i ? "," : "", op.deps[i]);
   s += str_cat("} step=", op.step);
@@ -70,6 +97,11 @@ OpIndex ProgramBuilder::copy(Region src, Region dst, std::vector<OpIndex> deps, 
 }
 OpIndex ProgramBuilder::reduce(Region src, Region dst, std::vector<OpIndex> deps, uint32_t step) {
   return add({OpKind::reduce, -1, src, dst, step, std::move(deps)});
+}
+
+OpIndex ProgramBuilder::divide(Region dst, uint32_t divisor, std::vector<OpIndex> deps,
+                               uint32_t step) {
+  return add({OpKind::divide, -1, {}, dst, step, std::move(deps), divisor});
 }
 
 size_t ProgramBuilder::alloc_scratch(size_t count) {

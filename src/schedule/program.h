@@ -20,6 +20,7 @@
 //   recv_reduce  dst <- src (+) peer's data      (src may equal dst)
 //   copy         dst <- src
 //   reduce       dst <- dst (+) src
+//   divide       dst <- dst / divisor        (the average's last step)
 #pragma once
 
 #include "schedule/collective.h"
@@ -45,12 +46,13 @@ struct Region {
   friend bool operator==(const Region&, const Region&) = default;
 };
 
-enum class OpKind : uint8_t { send, recv, recv_reduce, copy, reduce };
-inline constexpr int kOpKindCount = 5;
+enum class OpKind : uint8_t { send, recv, recv_reduce, copy, reduce, divide };
+inline constexpr int kOpKindCount = 6;
 std::string_view to_string(OpKind kind);
 
 bool is_receive(OpKind kind);  // recv or recv_reduce
 bool reads_src(OpKind kind);   // send, recv_reduce, copy, reduce
+bool reads_dst(OpKind kind);   // reduce, divide: dst is an operand too
 bool has_peer(OpKind kind);    // send, recv, recv_reduce
 
 using OpIndex = uint32_t;
@@ -62,6 +64,7 @@ struct Op {
   Region dst;     // unused by send
   uint32_t step = 0;  // algorithm step, for tracing and step counts
   std::vector<OpIndex> deps;
+  uint32_t divisor = 0;  // for divide
 };
 
 // Count of elements an op moves or computes (src for send, dst otherwise).
@@ -73,6 +76,15 @@ struct Program {
   size_t scratch_count = 0;  // elements of scratch the executor must provide
   std::vector<Op> ops;
 };
+
+// The ops no other op depends on: an op that depends on all of them runs after
+// every op of the program.
+std::vector<OpIndex> sink_ops(const Program& program);
+
+// The one-op Program of a point-to-point call: `kind` is send (of Input) or
+// recv (into Output), of `count` elements, with `peer`. A zero-count message
+// is still a message, so that it orders and matches.
+Program point_to_point_program(OpKind kind, int peer, size_t count);
 
 // "send peer=3 src=input[0,+4) deps={1,2} step=0"
 std::string describe(const Op& op);
@@ -99,6 +111,7 @@ class ProgramBuilder {
                       uint32_t step = 0);
   OpIndex copy(Region src, Region dst, std::vector<OpIndex> deps = {}, uint32_t step = 0);
   OpIndex reduce(Region src, Region dst, std::vector<OpIndex> deps = {}, uint32_t step = 0);
+  OpIndex divide(Region dst, uint32_t divisor, std::vector<OpIndex> deps = {}, uint32_t step = 0);
 
   // Reserves `count` scratch elements and returns their offset.
   size_t alloc_scratch(size_t count);

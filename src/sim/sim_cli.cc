@@ -149,7 +149,7 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
       bool ok = true;
       for (int r = 0; r < a.ranks && ok; ++r) {
         spec.rank = r;
-        if (Support s = al->supports(spec); !s) {
+        if (Support s = supports(*al, spec); !s) {
           err << "note: " << al->name << " skipped at " << format_size(size) << ": " << s.reason
               << "\n";
           ok = false;
@@ -163,8 +163,8 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
               lower_bound(*coll, a.ranks, m, params).combined(), false};
       // The closed form only where it is exact: on the topology and port
       // count it assumes.
-      if (const Formula* f = find_formula_on(*coll, al->name, topo->name(), a.ranks, a.ports))
-        if (Prediction p = f->time(a.ranks, m, params); p.ok) row.formula = p.seconds;
+      if (const ClosedForm* f = closed_form_on(*al, topo->name(), a.ranks, a.ports))
+        if (Prediction p = f->at(a.ranks, m, params); p.ok) row.formula = p.seconds;
       rows.push_back(std::move(row));
     }
     if (!rows.empty()) {

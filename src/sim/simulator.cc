@@ -189,6 +189,7 @@ void Sim::start_one(uint32_t g, double t) {
       push(t, EventKind::op_done, g);
       break;
     case OpKind::reduce:
+    case OpKind::divide:  // one pass of arithmetic over dst, as a reduce
       push(t + opt_.gamma * bytes_of(g), EventKind::op_done, g);
       break;
     case OpKind::send: {
@@ -300,20 +301,6 @@ SimResult simulate(std::span<const Program> programs, const Topology& topology,
                    const SimOptions& options) {
   Sim sim(programs, topology, options);
   return sim.run();
-}
-
-std::vector<Program> build_all(const Algorithm& algo, const CollectiveSpec& spec) {
-  std::vector<Program> out;
-  out.reserve(static_cast<size_t>(spec.nranks));
-  CollectiveSpec s = spec;
-  for (int r = 0; r < spec.nranks; ++r) {
-    s.rank = r;
-    if (Support ok = algo.supports(s); !ok)
-      fail(ErrorCode::invalid_argument, to_string(spec.collective), "(", algo.name,
-           ") does not support N = ", spec.nranks, ", count ", spec.count, ": ", ok.reason);
-    out.push_back(algo.build(s));
-  }
-  return out;
 }
 
 }  // namespace chorus

@@ -22,7 +22,6 @@
 // results are deterministic.
 #pragma once
 
-#include "algorithms/algorithm.h"
 #include "model/cost_model.h"
 #include "schedule/program.h"
 #include "sim/topology.h"
@@ -57,10 +56,5 @@ struct SimResult {
 // stuck op).
 SimResult simulate(std::span<const Program> programs, const Topology& topology,
                    const SimOptions& options);
-
-// The Programs of all ranks of `algo` for the call `spec` (spec.rank is
-// ignored); throws Error(invalid_argument) with the reason when the algorithm
-// does not support the case.
-std::vector<Program> build_all(const Algorithm& algo, const CollectiveSpec& spec);
 
 }  // namespace chorus

@@ -93,6 +93,10 @@ class Sweep {
         add(o.dst, false);
         add(o.dst, true);
         break;
+      case OpKind::divide:
+        add(o.dst, false);
+        add(o.dst, true);
+        break;
     }
   }
 

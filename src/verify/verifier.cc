@@ -350,8 +350,17 @@ class Verifier {
 
   // ---- 4 + 5. the symbolic run -------------------------------------------
 
+  // Content divided by N (the average) carries kAveraged on its set id; rank
+  // set ids are far below it.
+  static constexpr RankSetPool::Id kAveraged = 1u << 30;
+  static bool averaged(RankSetPool::Id set) {
+    return set != RankSetPool::kUndefined && (set & kAveraged) != 0;
+  }
+
   std::string content(const Segment& s, size_t k) const {
     if (s.set == RankSetPool::kUndefined) return "nothing defined";
+    if (averaged(s.set))
+      return "the average of " + content(Segment{s.count, s.delta, s.set & ~kAveraged}, k);
     const int64_t idx = static_cast<int64_t>(k) + s.delta;
     if (pool_.size(s.set) == 1)
       return str_cat("element ", idx, " of rank ", pool_.ranges(s.set)[0].lo, "'s input");
@@ -372,6 +381,11 @@ class Verifier {
         res.delta = 0;
         if (!world_->poison) world_->poison = OpRef{r, op};
       } else {
+        if (averaged(sa.set) || averaged(sb.set))
+          fail(VerifyErrorKind::wrong_result, r, op,
+               str_cat("reduces ", content(sb, k), " into ", to_string(dst.buffer), "[",
+                       dst.offset + k, "], which holds ", content(sa, k),
+                       ": an average is final"));
         if (sa.delta != sb.delta)
           fail(VerifyErrorKind::misaligned_reduce, r, op,
                str_cat("reduces ", content(sb, k), " into ", to_string(dst.buffer), "[",
@@ -413,6 +427,21 @@ class Verifier {
     if (o.kind == OpKind::copy) {
       if (is_noop_copy(o, l)) return;
       m.read(l.address(o.src), o.src.count, seg_a_);
+      m.write(l.address(o.dst), seg_a_);
+    } else if (o.kind == OpKind::divide) {
+      m.read(l.address(o.dst), o.dst.count, seg_a_);
+      size_t k = 0;
+      for (Segment& seg : seg_a_) {
+        if (averaged(seg.set))
+          fail(VerifyErrorKind::wrong_result, r, i,
+               str_cat("divides ", to_string(o.dst.buffer), "[", o.dst.offset + k, "], which holds ",
+                       content(seg, k), ", a second time"));
+        if (o.divisor != static_cast<uint32_t>(spec_.nranks))
+          fail(VerifyErrorKind::wrong_result, r, i,
+               str_cat("divides by ", o.divisor, ", not by N = ", spec_.nranks));
+        if (seg.set != RankSetPool::kUndefined) seg.set |= kAveraged;
+        k += seg.count;
+      }
       m.write(l.address(o.dst), seg_a_);
     } else {
       m.read(l.address(o.dst), o.dst.count, seg_a_);
@@ -635,6 +664,15 @@ class Verifier {
 
   // What Output of rank r must hold; nullopt where Output is not part of the call.
   std::optional<Segments> expected(int r) const {
+    std::optional<Segments> want = unaveraged_expected(r);
+    const bool reduces = spec_.collective == Collective::allreduce ||
+                         spec_.collective == Collective::reduce_scatter ||
+                         spec_.collective == Collective::reduce;
+    if (want && spec_.average && reduces)
+      for (Segment& seg : *want) seg.set |= kAveraged;
+    return want;
+  }
+  std::optional<Segments> unaveraged_expected(int r) const {
     const size_t c = spec_.count;
     const size_t n = static_cast<size_t>(spec_.nranks);
     const auto ur = static_cast<size_t>(r);
@@ -756,53 +794,6 @@ VerifyResult verify_programs(const CollectiveSpec& spec, std::span<const Program
     result.error = std::move(f.error);
   }
   return result;
-}
-
-VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& requested) {
-  // The algorithm fixes the collective; the request gives the sizes.
-  CollectiveSpec base = requested;
-  base.collective = algorithm.collective;
-  VerifyResult result;
-  std::vector<Program> programs;
-  const std::string context = str_cat(to_string(base.collective), "(", algorithm.name,
-                                      ") N=", base.nranks, " count=", base.count);
-  if (base.nranks < 1) {
-    result.supported = false;
-    result.reason = str_cat("nranks must be >= 1, got ", base.nranks);
-    return result;
-  }
-  programs.reserve(static_cast<size_t>(base.nranks));
-  int declined = 0;
-  for (int r = 0; r < base.nranks; ++r) {
-    CollectiveSpec s = base;
-    s.rank = r;
-    const Support sup = algorithm.supports(s);
-    if (!sup) {
-      if (declined == 0) result.reason = sup.reason;
-      ++declined;
-      continue;
-    }
-    try {
-      programs.push_back(algorithm.build(s));
-    } catch (const std::exception& e) {
-      result.error = VerifyError{VerifyErrorKind::build_failed, r, kNoOp, "",
-                                 str_cat(context, ": rank ", r, ": build threw: ", e.what())};
-      return result;
-    }
-  }
-  if (declined == base.nranks) {
-    result.supported = false;
-    return result;
-  }
-  if (declined > 0) {
-    result.error = VerifyError{VerifyErrorKind::unsupported_mix, -1, kNoOp, "",
-                               str_cat(context, ": ", declined, " of ", base.nranks,
-                                       " ranks decline the case (", result.reason,
-                                       ") while the others accept it")};
-    result.reason.clear();
-    return result;
-  }
-  return verify_programs(base, programs, algorithm.name);
 }
 
 }  // namespace chorus

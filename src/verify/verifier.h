@@ -3,9 +3,11 @@
 // under rendezvous sends, race-free in and out of place, and that they compute
 // the collective.
 //
-//   VerifyResult r = verify(*find_algorithm(Collective::allreduce, "ring"),
-//                           {Collective::allreduce, /*nranks=*/7, 0, /*count=*/1031, 4});
+//   VerifyResult r = verify_programs(spec, programs, "ring");
 //   if (!r.ok()) std::cerr << r.error->message;   // names algorithm, N, count, rank, op
+//
+// algorithms/verify_algorithm.h builds a registered algorithm's Programs and
+// verifies them: verify(algorithm, spec).
 //
 // What is checked, in order (the first problem found is returned):
 //   1. well formed: one Program per rank, Input/Output counts as the collective
@@ -25,12 +27,12 @@
 //      sets that share a rank, or two different elements, is an error; at the
 //      end every Output element must hold what the collective defines, and for
 //      the Barrier every rank's completion must causally follow every rank's
-//      start.
+//      start; for an average (spec.average) every reduced Output element is
+//      divided by N exactly once, and nothing is reduced into it after.
 // The verifier never prints, exits or throws for a bad schedule: problems come
 // back as a VerifyError.
 #pragma once
 
-#include "algorithms/algorithm.h"
 #include "schedule/collective.h"
 #include "schedule/matching.h"
 #include "schedule/program.h"
@@ -110,11 +112,6 @@ struct VerifyResult {
 
   bool ok() const { return supported && !error; }
 };
-
-// Builds the Programs of all `base.nranks` ranks with `algorithm` (base.rank is
-// ignored, and the collective is the algorithm's) and verifies them. When every rank's supports() declines, returns
-// supported == false with the reason.
-VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& base);
 
 // Verifies given Programs (programs[r] is rank r's) for `spec` (spec.rank is
 // ignored). `algorithm` only names the schedule in messages.

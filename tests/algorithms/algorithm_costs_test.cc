@@ -4,6 +4,7 @@
 // message takes one unit of time and ports are unlimited, i.e. the alpha term.
 #include "algorithms/algorithm.h"
 #include "schedule/rank_math.h"
+#include "algorithms/verify_algorithm.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>
@@ -115,10 +116,10 @@ TEST(AlgorithmCosts, LatencyAlgorithmsTakeLogSteps) {
 TEST(AlgorithmCosts, RecursiveDoublingAllGatherDeclinesOtherRankCounts) {
   const Algorithm* a = find_algorithm(Collective::allgather, "recursive_doubling");
   ASSERT_NE(a, nullptr);
-  const Support s = a->supports({Collective::allgather, 6, 0, 10, 4, 0});
+  const Support s = supports(*a, {Collective::allgather, 6, 0, 10, 4, 0});
   EXPECT_FALSE(s);
   EXPECT_NE(s.reason.find("power-of-two"), std::string::npos) << s.reason;
-  EXPECT_TRUE(a->supports({Collective::allgather, 8, 0, 10, 4, 0}));
+  EXPECT_TRUE(supports(*a, {Collective::allgather, 8, 0, 10, 4, 0}));
 }
 
 // Trees: a small message takes about two tree heights of messages.

@@ -34,7 +34,7 @@ std::vector<GridParam> all_params() {
       // doubling AllGather off powers of two) is not gridded there; that it
       // declines with a reason is checked below.
       const CollectiveSpec spec{a.collective, n, 0, 1, 4, 0};
-      if (a.supports(spec)) out.push_back({&a, n});
+      if (supports(a, spec)) out.push_back({&a, n});
     }
   }
   return out;
@@ -54,7 +54,7 @@ TEST_P(CollectiveGrid, MatchesReferenceExactly) {
     for (const auto& c : cases) {
       CollectiveSpec spec{c.collective, comm.size(), comm.rank(), c.count,
                           dtype_size(c.type), c.root};
-      if (p.algo->supports(spec)) served.push_back(c);
+      if (supports(*p.algo, spec)) served.push_back(c);
     }
     auto e = test::run_grid(comm, served, std::string(p.algo->name), &cache);
     std::lock_guard lock(mu);
@@ -75,7 +75,7 @@ TEST(Support, DeclinedCasesNameAReason) {
   for (const Algorithm& a : all_algorithms())
     for (int n = 1; n <= 17; ++n)
       for (size_t count : {size_t{0}, size_t{1}, size_t{1031}}) {
-        const Support s = a.supports({a.collective, n, n - 1, count, 4, 0});
+        const Support s = supports(a, {a.collective, n, n - 1, count, 4, 0});
         if (!s) {
           EXPECT_FALSE(s.reason.empty()) << a.name << " N=" << n << " count=" << count;
         }

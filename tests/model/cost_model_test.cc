@@ -1,5 +1,6 @@
 // Cost model tests: unit parsing and printing, the seed's lower bounds, and
 // the closed forms' seed values at the points where they coincide.
+#include "algorithms/algorithm.h"
 #include "model/cost_model.h"
 #include "model/units.h"
 
@@ -90,15 +91,22 @@ TEST(LowerBound, SeedFormulas) {
 // fan-out, e.g. binomial broadcast at N = 3, can beat ceil(log2 N) alpha.
 TEST(LowerBound, EveryClosedFormIsAtLeastTheBandwidthBound) {
   const CostParams p{2e-6, 25e9, 1e-10, 1};
-  for (const Formula& f : formulas())
-    for (int n : {2, 3, 8, 13, 64})
-      for (double m : {8.0 * n, 65536.0 * n, 64e6 * n}) {
-        const CostParams pp = f.ports ? CostParams{p.alpha, p.beta, p.gamma, f.ports} : p;
-        const Prediction t = f.time(n, m, pp);
-        if (!t.ok) continue;
-        EXPECT_GE(t.seconds * (1 + 1e-12), lower_bound(f.collective, n, m, pp).bandwidth)
-            << to_string(f.collective) << "(" << f.algorithm << ") N=" << n << " M=" << m;
-      }
+  for (const Algorithm& a : all_algorithms())
+    for (const ClosedForm& f : a.costs)
+      for (int n : {2, 3, 8, 13, 64})
+        for (double m : {8.0 * n, 65536.0 * n, 64e6 * n}) {
+          const CostParams pp = f.ports ? CostParams{p.alpha, p.beta, p.gamma, f.ports} : p;
+          const Prediction t = f.at(n, m, pp);
+          if (!t.ok) continue;
+          EXPECT_GE(t.seconds * (1 + 1e-12), lower_bound(a.collective, n, m, pp).bandwidth)
+              << to_string(a.collective) << "(" << a.name << ") N=" << n << " M=" << m;
+        }
+}
+
+Prediction closed_form(Collective c, std::string_view name, int n, double m, const CostParams& p) {
+  const Algorithm* a = find_algorithm(c, name);
+  if (a == nullptr) ADD_FAILURE() << "no algorithm " << name;
+  return a ? chorus::closed_form(*a, n, m, p) : Prediction::none("no such algorithm");
 }
 
 TEST(ClosedForm, SeedValues) {

@@ -502,7 +502,7 @@ void run_grid_over_shm(int n, Collective c, const std::string& algorithm, bool l
     for (const auto& g : test::grid_cases(c, n, large)) {
       const Algorithm* a = find_algorithm(c, algorithm);
       require(a != nullptr, "no algorithm ", algorithm);
-      if (a->supports(CollectiveSpec{g.collective, n, rank, g.count, dtype_size(g.type), g.root}))
+      if (supports(*a, CollectiveSpec{g.collective, n, rank, g.count, dtype_size(g.type), g.root}))
         served.push_back(g);
     }
     require(!must_serve || !served.empty(), algorithm, " serves no case of the grid");

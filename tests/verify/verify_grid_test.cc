@@ -14,6 +14,7 @@
 // and only the large ones, which take seconds each, get one test per count
 // (allreduce_Ring_N1000_Count1000003) so that ctest -j spreads them.
 #include "algorithms/algorithm.h"
+#include "algorithms/verify_algorithm.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>
@@ -77,7 +78,7 @@ std::vector<GridParam> all_params() {
   std::vector<GridParam> out;
   for (const Algorithm& a : all_algorithms())
     for (int n : grid_ranks()) {
-      if (!a.supports({a.collective, n, 0, 1, 4, 0})) continue;
+      if (!supports(a, {a.collective, n, 0, 1, 4, 0})) continue;
       if (a.collective == Collective::barrier) {
         out.push_back({&a, n, 0});  // the barrier has no count
       } else if (n < kSplitFrom) {

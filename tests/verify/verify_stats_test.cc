@@ -4,6 +4,7 @@
 // message takes one unit of time).
 #include "algorithms/algorithm.h"
 #include "schedule/rank_math.h"
+#include "algorithms/verify_algorithm.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>
@@ -176,7 +177,7 @@ TEST(VerifyStats, LogStepAllGathers) {
     const size_t c = 5;
     for (std::string_view name : {"bruck", "recursive_doubling"}) {
       const Algorithm* a = find_algorithm(Collective::allgather, name);
-      if (a == nullptr || !a->supports({Collective::allgather, n, 0, c, kElem, 0})) continue;
+      if (a == nullptr || !supports(*a, {Collective::allgather, n, 0, c, kElem, 0})) continue;
       const VerifyResult r = run(Collective::allgather, name, n, c);
       EXPECT_EQ(r.critical_path, clog2(n)) << name << " N=" << n;
       for (const RankStats& s : r.ranks) {

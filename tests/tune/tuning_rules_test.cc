@@ -1,6 +1,7 @@
 // Measured tuning rules: chorus-perf --calibrate's output format, the rule the
 // tuner takes for a size, and the fall-back to the model.
-#include "model/tuner.h"
+#include "tune/selector.h"
+#include "tune/tuner.h"
 #include "perf/calibrate.h"
 
 #include <chorus/error.h>
@@ -21,7 +22,7 @@ CollectiveSpec allreduce_spec(int n, size_t bytes) {
 TEST(TuningRules, LargestRuleNotAboveTheSizeWins) {
   // A model that would always pick something else: huge alpha favours the
   // log-step algorithms, so rules must visibly override it.
-  Tuner tuner(4, 0, CostParams{1e-3, 1e9, 0, 1});
+  Tuner tuner(4, CostParams{1e-3, 1e9, 0, 1});
   tuner.set_rules({{Collective::allreduce, "shm", 4, 64, "reduce_broadcast"},
                    {Collective::allreduce, "shm", 4, 4096, "ring"},
                    {Collective::allreduce, "shm", 4, 1 << 20, "bidir_ring"}});
@@ -34,7 +35,7 @@ TEST(TuningRules, LargestRuleNotAboveTheSizeWins) {
 
 TEST(TuningRules, OtherRankCountsAndCollectivesFallBackToTheModel) {
   const CostParams p{1e-3, 1e9, 0, 1};
-  Tuner with_rules(4, 0, p), model_only(4, 0, p);
+  Tuner with_rules(4, p), model_only(4, p);
   with_rules.set_rules({{Collective::allreduce, "shm", 8, 0, "ring"},          // other N
                         {Collective::allgather, "shm", 4, 0, "ring"}});       // other collective
   const CollectiveSpec s = allreduce_spec(4, 1 << 16);
@@ -43,7 +44,7 @@ TEST(TuningRules, OtherRankCountsAndCollectivesFallBackToTheModel) {
 
 TEST(TuningRules, UnsupportedRuleFallsBackToTheModel) {
   // recursive_doubling AllGather declines N = 6; the model decides instead.
-  Tuner tuner(6, 0, CostParams{1e-6, 1e9, 0, 1});
+  Tuner tuner(6, CostParams{1e-6, 1e9, 0, 1});
   tuner.set_rules({{Collective::allgather, "shm", 6, 0, "recursive_doubling"}});
   const Algorithm* a = tuner.pick({Collective::allgather, 6, 0, 1024, 4, 0});
   ASSERT_NE(a, nullptr);

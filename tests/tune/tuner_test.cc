@@ -1,8 +1,11 @@
 // Tuner tests: the pick is the least predicted time, all ranks agree, the
 // per-call option overrides it, an unknown name is an error listing the known
 // ones, the log names every candidate once per size class, the tuning file
-// round-trips, and calibration gives every rank the same parameters.
-#include "model/tuner.h"
+// round-trips, calibration fits alpha and beta and agrees on the maximum.
+#include "tune/selector.h"
+#include "tune/tuner.h"
+#include "tune/calibration.h"
+#include "transport/inproc/inproc_transport.h"
 
 #include "api/communicator_impl.h"
 
@@ -13,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 namespace chorus {
 namespace {
@@ -21,37 +25,47 @@ CollectiveSpec spec_of(Collective c, int n, size_t count, int rank = 0) {
   return CollectiveSpec{c, n, rank, count, 4, 0};
 }
 
-TEST(Tuner, PicksTheLeastPredictedTimeUpToTheMargin) {
+// The seed's cost table, worked by hand for N = 8 and one port:
+//   tiny messages (4 B, alpha 10 us): the latency term decides. AllReduce:
+//     recursive_doubling 3 alpha; halving_doubling and reduce_broadcast
+//     6 alpha; ring 14 alpha. Broadcast: binomial 3 alpha; chain 7 alpha.
+//     AllGather: recursive_doubling and bruck 3 alpha (a tie: the earlier
+//     registered, recursive_doubling).
+//   64 MiB (alpha 1 us, beta 1 GB/s): the bandwidth term decides. AllReduce:
+//     ring and halving_doubling 2 (7/8) M/beta = 117 ms (within the margin: the
+//     earlier, ring), recursive_doubling 3 M/beta, reduce_broadcast 6 M/beta.
+//     Broadcast: pipelined_chain M/beta + 6 s/beta = 67 ms against binomial
+//     3 M/beta = 201 ms.
+TEST(Tuner, PicksBySeedsCostTable) {
   const int n = 8;
-  Tuner tuner(n, 0, CostParams{2e-6, 25e9, 1e-10, 1});
-  for (int ci = 0; ci < kCollectiveCount; ++ci) {
-    const auto c = static_cast<Collective>(ci);
-    for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
-      const CollectiveSpec spec = spec_of(c, n, c == Collective::barrier ? 0 : count);
-      const Algorithm* pick = tuner.pick(spec);
-      ASSERT_NE(pick, nullptr) << to_string(c);
-      for (const Algorithm* a : algorithms_for(c)) {
-        bool ok = true;
-        for (int r = 0; r < n; ++r) {
-          CollectiveSpec s = spec;
-          s.rank = r;
-          ok = ok && a->supports(s);
-        }
-        if (ok) {
-          // No candidate is predicted faster than the pick by the margin.
-          EXPECT_LE(tuner.predict(*pick, spec) * (1 - kTunerPickMargin), tuner.predict(*a, spec))
-              << to_string(c) << " count " << count << ": " << pick->name << " vs " << a->name;
-        }
-      }
-    }
-  }
+  Tuner tiny(n, CostParams{10e-6, 1e9, 0, 1});
+  EXPECT_EQ(tiny.pick(spec_of(Collective::allreduce, n, 1))->name, "recursive_doubling");
+  EXPECT_EQ(tiny.pick(spec_of(Collective::broadcast, n, 1))->name, "binomial");
+  EXPECT_EQ(tiny.pick(spec_of(Collective::allgather, n, 1))->name, "recursive_doubling");
+  Tuner large(n, CostParams{1e-6, 1e9, 0, 1});
+  const size_t floats = (size_t{64} << 20) / 4;
+  EXPECT_EQ(large.pick(spec_of(Collective::allreduce, n, floats))->name, "ring");
+  EXPECT_EQ(large.pick(spec_of(Collective::broadcast, n, floats))->name, "pipelined_chain");
+}
+
+TEST(Tuner, PicksOnlyAmongTheCandidatesItIsGiven) {
+  const int n = 8;
+  Tuner tuner(n, CostParams{10e-6, 1e9, 0, 1});
+  const CollectiveSpec spec = spec_of(Collective::allreduce, n, 1);
+  // Given only ring (14 alpha) and halving_doubling (6 alpha), the tuner
+  // takes halving_doubling, though recursive_doubling (3 alpha) would win.
+  const Algorithm* hd = find_algorithm(Collective::allreduce, "halving_doubling");
+  const Algorithm* ring = find_algorithm(Collective::allreduce, "ring");
+  const Algorithm* given[] = {ring, hd};
+  EXPECT_EQ(tuner.pick(spec, given), hd);
+  EXPECT_EQ(tuner.pick(spec, std::span<const Algorithm* const>{}), nullptr);
 }
 
 // At N = 2 the bandwidth algorithms are predicted within a few percent of
 // each other for large messages; the tuner keeps the first, ring, instead of
 // the segmented tree (predicted about 3% faster, slower in practice).
 TEST(Tuner, ANearTieKeepsTheEarlierCandidate) {
-  Tuner tuner(2, 0, CostParams{7e-6, 4.6e8, 1e-10, 1});
+  Tuner tuner(2, CostParams{7e-6, 4.6e8, 1e-10, 1});
   const CollectiveSpec spec = spec_of(Collective::allreduce, 2, size_t{1} << 18);
   const Algorithm* ring = find_algorithm(Collective::allreduce, "ring");
   const Algorithm* tree = find_algorithm(Collective::allreduce, "double_binary_tree");
@@ -66,15 +80,15 @@ TEST(Tuner, ANearTieKeepsTheEarlierCandidate) {
 TEST(Tuner, AlltoallCrossesOverFromBruckToPairwise) {
   const int n = 16;
   // Latency-bound: ceil(log2 N) steps beat N-1.
-  Tuner slow_start(n, 0, CostParams{100e-6, 25e9, 0, 1});
+  Tuner slow_start(n, CostParams{100e-6, 25e9, 0, 1});
   EXPECT_EQ(slow_start.pick(spec_of(Collective::alltoall, n, 1))->name, "bruck");
   // Bandwidth-bound: pairwise moves each block once, Bruck about log2(N)/2 times.
-  Tuner fast_start(n, 0, CostParams{0, 1e9, 0, 1});
+  Tuner fast_start(n, CostParams{0, 1e9, 0, 1});
   EXPECT_EQ(fast_start.pick(spec_of(Collective::alltoall, n, 1 << 16))->name, "pairwise");
 }
 
 TEST(Tuner, LogsEveryCandidateOncePerSizeClass) {
-  Tuner tuner(16, 0, CostParams{100e-6, 25e9, 0, 1});
+  Tuner tuner(16, CostParams{100e-6, 25e9, 0, 1});
   std::vector<std::string> lines;
   tuner.set_log([&](const std::string& s) { lines.push_back(s); });
   tuner.pick(spec_of(Collective::alltoall, 16, 1));
@@ -92,8 +106,8 @@ TEST(Tuner, LogsEveryCandidateOncePerSizeClass) {
 
 // A tuner that prefers Bruck (large alpha), installed on in-process ranks.
 void install_bruck_leaning_tuner(Communicator& comm) {
-  auto tuner = std::make_shared<Tuner>(comm.size(), comm.rank(), CostParams{100e-6, 25e9, 0, 1});
-  comm.impl().set_selector([tuner](const CollectiveSpec& s) { return tuner->pick(s); });
+  comm.impl().set_selector(std::make_unique<Selector>(
+      comm.impl().config(), std::make_unique<Tuner>(comm.size(), CostParams{100e-6, 25e9, 0, 1})));
 }
 
 TEST(Tuner, CallOptionOverridesThePickAndUnknownNamesAreErrors) {
@@ -192,22 +206,42 @@ TEST(TuningFile, BadFilesAreClearErrors) {
   }
 }
 
-TEST(Calibration, AllRanksAgree) {
-  const int n = 4;
-  std::mutex mu;
-  std::vector<LinkParams> got(n);
-  testing::run_ranks(n, [&](Communicator& comm) {
-    const LinkParams p = calibrate(comm, CalibrationOptions{8, 64 << 10, 4, 2});
-    std::lock_guard lock(mu);
-    got[static_cast<size_t>(comm.rank())] = p;
-  });
-  for (const LinkParams& p : got) {
-    EXPECT_EQ(p.name, "inproc");
-    EXPECT_GE(p.alpha, 0);
-    EXPECT_GT(p.beta, 0);
-    EXPECT_EQ(p.alpha, got[0].alpha);  // bitwise: agreed by allreduce(max)
-    EXPECT_EQ(p.beta, got[0].beta);
-  }
+TEST(Calibration, FitRecoversAlphaAndBetaFromTwoSizes) {
+  // Half round trips of an exact alpha-beta link: alpha + bytes / beta.
+  const double alpha = 3e-6, beta = 5e9;
+  const size_t small = 8, large = 1 << 20;
+  const LinkParams p = fit_link("shm", alpha + small / beta, alpha + large / beta, small, large);
+  EXPECT_EQ(p.name, "shm");
+  EXPECT_NEAR(p.alpha, alpha, 1e-15);
+  EXPECT_NEAR(p.beta, beta, beta * 1e-9);
+}
+
+TEST(Calibration, FitSurvivesALargeMessageNoSlowerThanASmallOne) {
+  // Timer noise: the large message looks faster. Then all of the small
+  // message's time is charged to bytes: 1/beta = 10 us / 1 MiB, alpha 0.
+  const LinkParams p = fit_link("tcp", 10e-6, 9e-6, 8, 1 << 20);
+  EXPECT_NEAR(p.beta, (1 << 20) / 10e-6, 1e-3);
+  EXPECT_GE(p.alpha, 0);
+  EXPECT_LT(p.alpha, 10e-6);
+}
+
+TEST(Calibration, AgreeMaxGivesEveryRankTheElementwiseMaximum) {
+  const int n = 5;
+  auto world = make_inproc_world(n);
+  std::vector<std::vector<double>> got(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto t = make_inproc_transport(world, r, std::chrono::microseconds{50});
+      // Rank r's values: the first grows with r, the second shrinks, the
+      // third peaks at rank 2.
+      std::vector<double> v = {1.5 * r, 10.0 - r, r == 2 ? 7.0 : -1.0};
+      agree_max(*t, v, Clock::now() + std::chrono::seconds(30));
+      got[static_cast<size_t>(r)] = v;
+    });
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(got[static_cast<size_t>(r)], (std::vector<double>{6.0, 10.0, 7.0})) << "rank " << r;
 }
 
 }  // namespace

@@ -12,15 +12,14 @@
 //   cost:           ceil(log2 N) alpha, the latency lower bound
 //
 // Constraints: none.
-#include "algorithms/barrier.h"
+#include "algorithms/algorithm.h"
 
 #include "schedule/rank_math.h"
 
 namespace chorus {
+namespace {
 
-Support dissemination_supports(const CollectiveSpec& spec) { return check_common(spec); }
-
-Program dissemination_barrier(const CollectiveSpec& spec) {
+Program build_dissemination_barrier(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
   ProgramBuilder b(buffer_counts(spec));
@@ -32,5 +31,19 @@ Program dissemination_barrier(const CollectiveSpec& spec) {
   }
   return std::move(b).finish();
 }
+
+// ceil(log2 N) rounds of one empty message, each waiting for the previous
+// round's receive.
+Prediction dissemination_time(int n, double, const CostParams& p) {
+  return Prediction::time(ceil_log2(n) * p.alpha);
+}
+
+constexpr ClosedForm kCost[] = {{dissemination_time, 0, "switch", "ceil(log2 N) alpha"}};
+
+}  // namespace
+
+extern const Algorithm kDisseminationBarrier{Collective::barrier, "dissemination",
+                                             "ceil(log2 N) rounds of empty messages",
+                                             build_dissemination_barrier, nullptr, kCost};
 
 }  // namespace chorus

@@ -1,0 +1,55 @@
+// verify(algorithm, spec): the registry's builders put through the verifier.
+#include "algorithms/verify_algorithm.h"
+
+#include "core/check.h"
+
+namespace chorus {
+
+VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& requested) {
+  // The algorithm fixes the collective; the request gives the sizes.
+  CollectiveSpec base = requested;
+  base.collective = algorithm.collective;
+  VerifyResult result;
+  std::vector<Program> programs;
+  const std::string context = str_cat(to_string(base.collective), "(", algorithm.name,
+                                      ") N=", base.nranks, " count=", base.count);
+  if (base.nranks < 1) {
+    result.supported = false;
+    result.reason = str_cat("nranks must be >= 1, got ", base.nranks);
+    return result;
+  }
+  programs.reserve(static_cast<size_t>(base.nranks));
+  int declined = 0;
+  for (int r = 0; r < base.nranks; ++r) {
+    CollectiveSpec s = base;
+    s.rank = r;
+    const Support sup = supports(algorithm, s);
+    if (!sup) {
+      if (declined == 0) result.reason = sup.reason;
+      ++declined;
+      continue;
+    }
+    try {
+      programs.push_back(build_program(algorithm, s));
+    } catch (const std::exception& e) {
+      result.error = VerifyError{VerifyErrorKind::build_failed, r, kNoOp, "",
+                                 str_cat(context, ": rank ", r, ": build threw: ", e.what())};
+      return result;
+    }
+  }
+  if (declined == base.nranks) {
+    result.supported = false;
+    return result;
+  }
+  if (declined > 0) {
+    result.error = VerifyError{VerifyErrorKind::unsupported_mix, -1, kNoOp, "",
+                               str_cat(context, ": ", declined, " of ", base.nranks,
+                                       " ranks decline the case (", result.reason,
+                                       ") while the others accept it")};
+    result.reason.clear();
+    return result;
+  }
+  return verify_programs(base, programs, algorithm.name);
+}
+
+}  // namespace chorus

@@ -1,0 +1,81 @@
+#include "tune/selector.h"
+
+#include "core/check.h"
+#include "core/log.h"
+#include "tune/calibration.h"
+
+#include <vector>
+
+namespace chorus {
+
+Selector::Selector(Config config, std::unique_ptr<Tuner> tuner)
+    : config_(std::move(config)), tuner_(std::move(tuner)) {}
+
+const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view requested) {
+  const auto where = [&] { return str_cat("rank ", spec.rank, ": ", to_string(spec.collective), ": "); };
+  std::string name(requested);
+  if (name.empty()) name = config_.algorithm_for(spec.collective);
+  const Algorithm* named = nullptr;
+  if (!name.empty() && name != "auto") {
+    named = find_algorithm(spec.collective, name);
+    // A CHORUS_ALGO name meant for other collectives is no error here.
+    const bool configured_here = config_.algorithm.count(spec.collective) != 0;
+    if (named == nullptr && (!requested.empty() || configured_here))
+      fail(ErrorCode::invalid_argument, where(), "unknown algorithm '", name, "'; known: ",
+           algorithm_names(spec.collective));
+  }
+  // Each algorithm's support, asked once for this pick.
+  std::vector<const Algorithm*> candidates;
+  for (const Algorithm* a : algorithms_for(spec.collective)) {
+    const Support ok = supported_everywhere(*a, spec);
+    if (a == named) {
+      if (ok) return *a;
+      if (!requested.empty())  // named for this call and unable to serve it: say so
+        fail(ErrorCode::invalid_argument, where(), "algorithm '", name,
+             "' does not support this call: ", ok.reason);
+    }
+    if (ok) candidates.push_back(a);
+  }
+  if (candidates.empty()) fail(ErrorCode::internal, where(), "no algorithm supports this call");
+  if (tuner_)
+    if (const Algorithm* a = tuner_->pick(spec, candidates)) return *a;
+  return *candidates.front();
+}
+
+std::unique_ptr<Selector> make_selector(Transport& transport, const Config& config) {
+  const std::string cls = link_class_of(transport.name());
+  CostParams params{kInprocAlpha, kInprocBeta, kDefaultGamma, 1};
+  std::vector<TuningRule> rules;
+  bool have = false;
+  if (!config.tuning_file.empty()) {
+    const TuningTable table = read_tuning_file(config.tuning_file);
+    params.gamma = table.gamma;
+    params.ports = table.ports;
+    if (auto it = table.links.find(cls); it != table.links.end()) {
+      params.alpha = it->second.alpha;
+      params.beta = it->second.beta;
+      have = true;
+    }
+    for (const TuningRule& r : table.rules)
+      if (r.link == cls && r.nranks == transport.size()) rules.push_back(r);
+  }
+  // Every rank takes the same branch: they share the transport kind and the
+  // tuning file.
+  if (!have && cls != "inproc" && transport.size() > 1) {
+    const auto start = Clock::now();
+    const LinkParams p = calibrate_link(transport, start + config.timeout);
+    params.alpha = p.alpha;
+    params.beta = p.beta;
+    log_message(config.log_level, LogLevel::info, transport.rank(), "tuner: calibrated ", cls,
+                ": alpha ", p.alpha, " s, beta ", p.beta, " B/s in ",
+                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), " ms");
+  }
+  auto tuner = std::make_unique<Tuner>(transport.size(), params, std::move(rules));
+  if (config.log_tuning) {
+    const int rank = transport.rank();
+    tuner->set_log([rank](const std::string& text) { write_log_line(LogLevel::info, rank, text); });
+  }
+  return std::make_unique<Selector>(config, std::move(tuner));
+}
+
+}  // namespace chorus

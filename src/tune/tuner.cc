@@ -1,0 +1,94 @@
+#include "tune/tuner.h"
+
+#include "core/check.h"
+#include "schedule/rank_math.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace chorus {
+namespace {
+
+// A size class: powers of two of bytes, so that the log names each range once.
+int size_class(const CollectiveSpec& spec) {
+  const size_t bytes = spec.count * spec.elem_size;
+  return bytes == 0 ? -1 : ceil_log2(static_cast<long long>(bytes));
+}
+
+size_t rule_bytes(const CollectiveSpec& spec) {
+  return static_cast<size_t>(model_bytes(spec.collective, spec.nranks, spec.count, spec.elem_size));
+}
+
+}  // namespace
+
+Tuner::Tuner(int nranks, CostParams params, std::vector<TuningRule> rules)
+    : nranks_(nranks), params_(params), rules_(std::move(rules)) {}
+
+double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec) const {
+  const double m = model_bytes(spec.collective, nranks_, spec.count, spec.elem_size);
+  CostParams params = params_;
+  params.segment_bytes = spec.segment_bytes;
+  if (nranks_ == 1) return 0;
+  // Closed forms assume a switch, as the simulation below does.
+  if (const ClosedForm* f = closed_form_on(algo, "switch", nranks_, params.ports))
+    if (Prediction p = f->at(nranks_, m, params); p.ok) return p.seconds;
+  const LinkParams link{"link", params_.alpha, params_.beta};
+  const auto topo = make_topology("switch", nranks_, link, link);
+  CollectiveSpec s = spec;
+  s.nranks = nranks_;
+  const auto programs = build_all(algo, s);
+  return simulate(programs, *topo, SimOptions{params_.ports, params_.gamma, spec.elem_size}).time;
+}
+
+const Algorithm* Tuner::rule_pick(const CollectiveSpec& spec,
+                                  std::span<const Algorithm* const> candidates) const {
+  // The rule with the largest min_bytes not above the call; a call below every
+  // rule takes the smallest rule.
+  const size_t bytes = rule_bytes(spec);
+  const TuningRule* below = nullptr;
+  const TuningRule* smallest = nullptr;
+  for (const TuningRule& r : rules_) {
+    if (r.collective != spec.collective || r.nranks != nranks_) continue;
+    if (r.min_bytes <= bytes && (below == nullptr || r.min_bytes > below->min_bytes)) below = &r;
+    if (smallest == nullptr || r.min_bytes < smallest->min_bytes) smallest = &r;
+  }
+  const TuningRule* chosen = below ? below : smallest;
+  if (chosen == nullptr) return nullptr;
+  for (const Algorithm* a : candidates)
+    if (a->name == chosen->algorithm) return a;
+  return nullptr;
+}
+
+const Algorithm* Tuner::pick(const CollectiveSpec& spec,
+                             std::span<const Algorithm* const> candidates) {
+  const bool log = log_ && logged_.emplace(spec.collective, size_class(spec)).second;
+  if (const Algorithm* measured = rule_pick(spec, candidates)) {
+    if (log)
+      log_(str_cat("tuning ", to_string(spec.collective), " N=", nranks_, " ", rule_bytes(spec),
+                   " B: measured rule -> ", measured->name));
+    return measured;
+  }
+  std::string line;
+  if (log)
+    line = str_cat("tuning ", to_string(spec.collective), " N=", nranks_, " ",
+                   spec.count * spec.elem_size, " B (alpha ", params_.alpha, " s, beta ",
+                   params_.beta, " B/s, gamma ", params_.gamma, " s/B):");
+  const Algorithm* best = nullptr;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (const Algorithm* a : candidates) {
+    const double t = predict(*a, spec);
+    if (log) line += str_cat(" ", a->name, "=", t * 1e6, "us");
+    // Candidates come in registry order, simplest first; a later one must
+    // beat the best so far by kTunerPickMargin.
+    if (best == nullptr || t < best_time * (1 - kTunerPickMargin)) {
+      best_time = t;
+      best = a;
+    }
+  }
+  if (log) log_(str_cat(line, " -> ", best ? best->name : std::string_view("none")));
+  return best;
+}
+
+}  // namespace chorus

@@ -1,0 +1,63 @@
+// The tuning file: link parameters and measured rules for the tuner, as JSON.
+//
+// Written by chorus-perf --calibrate (write_tuning_file), read at communicator
+// creation from CHORUS_TUNING_FILE:
+//   {"format": "chorus-tuning", "version": 1,
+//    "gamma_s_per_B": 1e-10, "ports": 1,
+//    "links": {"shm": {"alpha_s": 1.2e-6, "beta_Bps": 8.5e9},
+//              "tcp": {"alpha_s": 2.5e-5, "beta_Bps": 1.1e9}},
+//    "rules": [{"collective": "allreduce", "link": "shm", "ranks": 2,
+//               "min_bytes": 8, "algorithm": "recursive_doubling"}, ...]}
+//
+// Rules are measured decisions: chorus-perf --calibrate times every algorithm
+// at each size of a sweep and records the fastest (see tuner.h for how they
+// are used).
+#pragma once
+
+#include "core/collective.h"
+#include "model/cost_model.h"
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace chorus {
+
+// A float sum streams two inputs and one output through the cache at roughly
+// 10 GB/s: 0.1 ns per reduced byte.
+inline constexpr double kDefaultGamma = 1e-10;
+
+// One measured decision. Sizes are the collective's M (model_bytes): the
+// vector for allreduce, broadcast, reduce; the gathered output for allgather;
+// the input for reduce_scatter and alltoall.
+struct TuningRule {
+  Collective collective = Collective::allreduce;
+  std::string link;
+  int nranks = 0;
+  size_t min_bytes = 0;
+  std::string algorithm;
+  friend bool operator==(const TuningRule&, const TuningRule&) = default;
+};
+
+struct TuningTable {
+  std::map<std::string, LinkParams> links;  // by link class
+  std::vector<TuningRule> rules;
+  double gamma = kDefaultGamma;
+  int ports = 1;
+};
+
+// JSON text <-> table; bad text throws Error(invalid_argument) naming `where`.
+TuningTable tuning_from_json(std::string_view text, std::string_view where);
+std::string tuning_to_json(const TuningTable& table);
+TuningTable read_tuning_file(const std::string& path);
+// Writes `table`, keeping the link classes of an existing file at `path` that
+// `table` does not mention (so shm and tcp can be calibrated separately).
+void write_tuning_file(const std::string& path, const TuningTable& table);
+
+// The link class the tuner uses for a transport name ("shm+tcp" is tuned for
+// its slowest links, "tcp").
+std::string link_class_of(std::string_view transport_name);
+
+}  // namespace chorus
