@@ -37,11 +37,6 @@ bool wait_ready(int fd, short events, Deadline deadline) {
 
 }  // namespace
 
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 std::string Endpoint::describe() const {
   char buf[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof buf);
