@@ -1,11 +1,11 @@
 #include "bootstrap/bootstrap.h"
 
 #include "api/communicator_impl.h"
-#include "bootstrap/file_store.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "net/socket.h"
+#include "store/file_store.h"
 #include "transport/shm/shm_transport.h"
-#include "transport/tcp/socket.h"
 #include "transport/tcp/tcp_transport.h"
 
 #include <chorus/init.h>

@@ -12,9 +12,9 @@
 //      the one CHORUS_TRANSPORT forces.
 #pragma once
 
-#include "bootstrap/store.h"
-#include "bootstrap/tcp_store.h"
 #include "core/config.h"
+#include "store/store.h"
+#include "store/tcp_store.h"
 #include "transport/transport.h"
 
 #include <memory>

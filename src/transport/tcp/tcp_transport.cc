@@ -3,7 +3,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/reduce_kernels.h"
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 #include <poll.h>
 #include <sys/epoll.h>

@@ -31,8 +31,8 @@
 // sending large messages to each other cannot deadlock.
 #pragma once
 
-#include "bootstrap/store.h"
 #include "core/config.h"
+#include "store/store.h"
 #include "transport/transport.h"
 
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "bootstrap/tcp_store.h"
+#include "store/tcp_store.h"
 
 #include "core/check.h"
 

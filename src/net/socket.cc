@@ -1,4 +1,4 @@
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 #include "core/check.h"
 
