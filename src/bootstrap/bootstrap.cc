@@ -1,6 +1,5 @@
 #include "bootstrap/bootstrap.h"
 
-#include "api/communicator_impl.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "net/socket.h"
@@ -9,12 +8,9 @@
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
-#include <chorus/init.h>
-
 #include <unistd.h>
 
 #include <fstream>
-#include <map>
 
 namespace chorus {
 
@@ -160,25 +156,9 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
                                   std::move(tcp_t));
 }
 
-Communicator init(const InitOptions& options) {
-  Config config = Config::from_env();
-  if (options.world_size < 1)
-    fail(ErrorCode::invalid_argument, "init: world size must be >= 1, got ", options.world_size);
-  if (options.rank < 0 || options.rank >= options.world_size)
-    fail(ErrorCode::invalid_argument, "init: rank ", options.rank, " outside [0, ",
-         options.world_size, ")");
-  if (!options.transport.empty() && options.transport != "shm" && options.transport != "tcp")
-    fail(ErrorCode::invalid_argument, "init: transport '", options.transport,
-         "' is not one of shm, tcp");
-  if (options.timeout.count() < 0)
-    fail(ErrorCode::invalid_argument, "init: negative timeout");
-  if (!options.transport.empty()) config.transport = options.transport;
-  const int rank = options.rank;
-  const int size = options.world_size;
-  const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
-  const Deadline deadline = Clock::now() + timeout;
-
-  OpenedStore opened = open_store(options.store, rank == 0, deadline);
+std::unique_ptr<Transport> bootstrap_transport(const std::string& store_url, int rank, int size,
+                                               const Config& config, Deadline deadline) {
+  OpenedStore opened = open_store(store_url, rank == 0, deadline);
   // The k-th communicator made on this store: every rank's k-th init adds 1,
   // so the counter's value tells each rank which of them this is.
   const int64_t ticket = opened.store->add("chorus/init", 1);
@@ -191,17 +171,7 @@ Communicator init(const InitOptions& options) {
   // Nobody leaves (and rank 0 cannot stop serving the store) before every
   // rank has finished its own set-up.
   store_barrier(*scoped, "ready", size, deadline);
-  return make_communicator(std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened)),
-                           std::move(config));
-}
-
-Communicator init_from_env() {
-  const BootstrapEnv env = read_bootstrap_env();
-  InitOptions options;
-  options.rank = env.rank;
-  options.world_size = env.world_size;
-  options.store = env.store;
-  return init(options);
+  return std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened));
 }
 
 }  // namespace chorus
