@@ -17,9 +17,9 @@
 
 namespace chorus {
 
-namespace {
-
 std::string errno_text(int err) { return str_cat(std::strerror(err), " (errno ", err, ")"); }
+
+namespace {
 
 // Waits until fd is ready for `events` or the deadline passes; false on timeout.
 bool wait_ready(int fd, short events, Deadline deadline) {

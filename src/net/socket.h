@@ -52,6 +52,9 @@ bool write_all(int fd, const void* data, size_t bytes, Deadline deadline, const 
 bool read_all(int fd, void* data, size_t bytes, Deadline deadline, const std::string& what,
               std::string& error);
 
+// strerror(err) with the number: "Connection refused (errno 111)".
+std::string errno_text(int err);
+
 // Milliseconds from now to `deadline`, clamped to [0, INT_MAX] for poll().
 int poll_timeout_ms(Deadline deadline);
 
