@@ -330,9 +330,9 @@ class TcpTransport final : public Transport {
   // After set-up the mesh is complete: any further connection is refused.
   void refuse_late_connections() {
     while (true) {
-      const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) return;
-      ::close(fd);
+      Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!fd.valid()) return;
+      fd.reset();
       log_message(options_.log_level, LogLevel::warn, rank_,
                   "tcp: refused a connection after set-up (the mesh is complete)");
     }
