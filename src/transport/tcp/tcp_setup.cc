@@ -50,7 +50,8 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
   Fd listen = listen_on(resolve("0.0.0.0", 0, "tcp"), str_cat(where, "listen"));
   const uint16_t port = local_port(listen.get());
   const std::string address = options.address.empty() ? "127.0.0.1" : options.address;
-  store.set(str_cat("tcp/addr/", rank), to_bytes(str_cat(options.host_id, "\n", address, "\n", port)));
+  store.set(str_cat("tcp/addr/", rank),
+            to_bytes(str_cat(options.host_id, "\n", address, "\n", port)));
   Token token{};
   if (rank == 0) {
     token = random_token();
@@ -137,7 +138,8 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       Pending& pd = *pending[i - 1];
-      const ssize_t n = ::recv(pd.fd.get(), pd.buf + pd.got, kHandshakeBytes - pd.got, MSG_DONTWAIT);
+      const ssize_t n =
+          ::recv(pd.fd.get(), pd.buf + pd.got, kHandshakeBytes - pd.got, MSG_DONTWAIT);
       std::string reject;
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         reject = "closed before completing the handshake";
