@@ -16,7 +16,7 @@
 // chorus::init_from_env() reads their variables.
 #include "bootstrap/affinity.h"
 #include "core/config.h"
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 #include <CLI/CLI.hpp>
 

@@ -1,19 +1,16 @@
 #include "bootstrap/bootstrap.h"
 
-#include "api/communicator_impl.h"
-#include "bootstrap/file_store.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "net/socket.h"
+#include "store/file_store.h"
+#include "transport/composite/composite_transport.h"
 #include "transport/shm/shm_transport.h"
-#include "transport/tcp/socket.h"
 #include "transport/tcp/tcp_transport.h"
-
-#include <chorus/init.h>
 
 #include <unistd.h>
 
 #include <fstream>
-#include <map>
 
 namespace chorus {
 
@@ -21,78 +18,6 @@ namespace {
 
 std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string to_string(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-
-// Routes each peer to the transport that reaches it: shm for the ranks of this
-// host (a sub-group with ranks of its own), tcp for the others. Request ids
-// carry the sub-transport in their lowest bit.
-//
-// Waiting: the two transports have no common thing to block on, so a wait
-// with nothing complete alternates short waits on each (kSlice); a completion
-// on either is seen within one slice.
-class CompositeTransport final : public Transport {
- public:
-  CompositeTransport(int rank, int size, std::unique_ptr<Transport> shm,
-                     std::vector<int> local_of_global, std::unique_ptr<Transport> tcp)
-      : rank_(rank),
-        size_(size),
-        shm_(std::move(shm)),
-        tcp_(std::move(tcp)),
-        local_(std::move(local_of_global)) {}
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string_view name() const override { return "shm+tcp"; }
-
-  RequestId isend(int peer, const void* data, size_t bytes) override {
-    const int local = local_[static_cast<size_t>(peer)];
-    if (local >= 0) return shm_->isend(local, data, bytes) << 1;
-    return (tcp_->isend(peer, data, bytes) << 1) | 1;
-  }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
-    const int local = local_[static_cast<size_t>(peer)];
-    if (local >= 0) return shm_->irecv(local, dst, bytes, reducer) << 1;
-    return (tcp_->irecv(peer, dst, bytes, reducer) << 1) | 1;
-  }
-  void poll(std::vector<RequestId>& done) override {
-    take(*shm_, 0, done, nullptr);
-    take(*tcp_, 1, done, nullptr);
-  }
-  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
-    const size_t before = done.size();
-    while (true) {
-      poll(done);
-      if (done.size() > before) return;
-      const auto now = Clock::now();
-      if (now >= deadline) return;
-      const Deadline slice = std::min(deadline, now + kSlice);
-      take(*shm_, 0, done, &slice);
-      if (done.size() > before) return;
-      take(*tcp_, 1, done, &slice);
-      if (done.size() > before) return;
-    }
-  }
-  void abort(const std::string& reason) override {
-    shm_->abort(reason);
-    tcp_->abort(reason);
-  }
-
- private:
-  static constexpr auto kSlice = std::chrono::microseconds(200);
-
-  void take(Transport& t, RequestId tag, std::vector<RequestId>& done, const Deadline* until) {
-    scratch_.clear();
-    if (until) t.wait_some(scratch_, *until);
-    else t.poll(scratch_);
-    for (RequestId id : scratch_) done.push_back((id << 1) | tag);
-  }
-
-  int rank_;
-  int size_;
-  std::unique_ptr<Transport> shm_;
-  std::unique_ptr<Transport> tcp_;
-  std::vector<int> local_;  // global rank -> rank in the shm group, -1 = over tcp
-  std::vector<RequestId> scratch_;
-};
 
 // Keeps what a communicator's transport depends on alive as long as it: the
 // store (and, on the rank that hosts it, the store server, which peers may
@@ -227,29 +152,13 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
   auto tcp_t = make_tcp_transport(tcp_store, rank, size, tcp);
   if (!shm_t) return tcp_t;
   local[static_cast<size_t>(rank)] = -1;
-  return std::make_unique<CompositeTransport>(rank, size, std::move(shm_t), std::move(local),
-                                              std::move(tcp_t));
+  return make_composite_transport(rank, size, std::move(shm_t), std::move(local),
+                                  std::move(tcp_t));
 }
 
-Communicator init(const InitOptions& options) {
-  Config config = Config::from_env();
-  if (options.world_size < 1)
-    fail(ErrorCode::invalid_argument, "init: world size must be >= 1, got ", options.world_size);
-  if (options.rank < 0 || options.rank >= options.world_size)
-    fail(ErrorCode::invalid_argument, "init: rank ", options.rank, " outside [0, ",
-         options.world_size, ")");
-  if (!options.transport.empty() && options.transport != "shm" && options.transport != "tcp")
-    fail(ErrorCode::invalid_argument, "init: transport '", options.transport,
-         "' is not one of shm, tcp");
-  if (options.timeout.count() < 0)
-    fail(ErrorCode::invalid_argument, "init: negative timeout");
-  if (!options.transport.empty()) config.transport = options.transport;
-  const int rank = options.rank;
-  const int size = options.world_size;
-  const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
-  const Deadline deadline = Clock::now() + timeout;
-
-  OpenedStore opened = open_store(options.store, rank == 0, deadline);
+std::unique_ptr<Transport> bootstrap_transport(const std::string& store_url, int rank, int size,
+                                               const Config& config, Deadline deadline) {
+  OpenedStore opened = open_store(store_url, rank == 0, deadline);
   // The k-th communicator made on this store: every rank's k-th init adds 1,
   // so the counter's value tells each rank which of them this is.
   const int64_t ticket = opened.store->add("chorus/init", 1);
@@ -262,17 +171,7 @@ Communicator init(const InitOptions& options) {
   // Nobody leaves (and rank 0 cannot stop serving the store) before every
   // rank has finished its own set-up.
   store_barrier(*scoped, "ready", size, deadline);
-  return make_communicator(std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened)),
-                           std::move(config));
-}
-
-Communicator init_from_env() {
-  const BootstrapEnv env = read_bootstrap_env();
-  InitOptions options;
-  options.rank = env.rank;
-  options.world_size = env.world_size;
-  options.store = env.store;
-  return init(options);
+  return std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened));
 }
 
 }  // namespace chorus

@@ -1,4 +1,5 @@
-// Bootstrap: from (rank, size, store URL) to a connected Transport.
+// Bootstrap: from (rank, size, store URL) to a connected Transport, which
+// api/init.cc turns into a Communicator.
 //
 //   1. open_store() opens the store the URL names; with tcp:// rank 0 also
 //      hosts the TcpStoreServer.
@@ -10,11 +11,13 @@
 //   4. The transport: shm among ranks of one host, tcp between hosts, a
 //      composite routing each peer to one of them when a job has both, or
 //      the one CHORUS_TRANSPORT forces.
+//   5. A store barrier: no rank leaves (nor stops serving the store) before
+//      every rank has finished its set-up.
 #pragma once
 
-#include "bootstrap/store.h"
-#include "bootstrap/tcp_store.h"
 #include "core/config.h"
+#include "store/store.h"
+#include "store/tcp_store.h"
 #include "transport/transport.h"
 
 #include <memory>
@@ -44,5 +47,15 @@ std::string host_identity();
 std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
                                              const std::string& transport, const Config& config,
                                              const std::string& tcp_address, Deadline deadline);
+
+// Steps 1 to 5 for one rank of a job: every rank calls it with the same store
+// URL and size. The transport comes back connected and owns the store it was
+// made through (with, on rank 0 of a tcp:// store, the store server, which
+// peers may still be using), so that they live exactly as long as it.
+// config.transport forces a transport ("" = automatic); config.tcp_address is
+// the address published to tcp peers ("" = the one that routes to a tcp://
+// store's host, else 127.0.0.1).
+std::unique_ptr<Transport> bootstrap_transport(const std::string& store_url, int rank, int size,
+                                               const Config& config, Deadline deadline);
 
 }  // namespace chorus

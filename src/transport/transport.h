@@ -18,18 +18,16 @@
 //   - Zero-byte messages are real messages (they order and synchronize).
 #pragma once
 
+#include "core/deadline.h"
+
 #include <chorus/types.h>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace chorus {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
 
 // Applies dst[i] = local[i] (+) in[i] for `count` elements of one dtype and op.
 // local may equal dst. Never the avg division: that is a final pass.

@@ -25,18 +25,6 @@ namespace {
 
 }  // namespace
 
-Fd& Fd::operator=(Fd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Segment::Segment(Segment&& other) noexcept
     : base_(other.base_),
       bytes_(other.bytes_),

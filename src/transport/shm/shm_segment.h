@@ -1,5 +1,6 @@
-// The shared-memory segment of one shm rank: its layout, and RAII owners for
-// the mapping, file descriptors and the futex calls that the transport uses.
+// The shared-memory segment of one shm rank: its layout, the RAII owner of the
+// mapping, and the pidfd and futex calls that the transport uses (descriptors
+// are owned by core/fd.h's Fd).
 //
 // Rank R's segment holds everything other ranks write *to* R:
 //
@@ -24,6 +25,8 @@
 // A message sent inline is complete for the sender once its last slot is
 // published (eager); only a cross-memory message waits for the tail.
 #pragma once
+
+#include "core/fd.h"
 
 #include <atomic>
 #include <chrono>
@@ -133,28 +136,6 @@ struct Layout {
   size_t total_bytes() const {
     return fifo_control_offset(size) + static_cast<size_t>(size - 1) * slots * slot_stride();
   }
-};
-
-// A file descriptor, closed on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd& operator=(Fd&& other) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
 };
 
 // One mapped POSIX shared-memory object. The creating side also owns the

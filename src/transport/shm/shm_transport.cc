@@ -54,7 +54,6 @@ namespace chorus {
 namespace {
 
 using shm::Doorbell;
-using shm::Fd;
 using shm::FifoControl;
 using shm::kCacheLine;
 using shm::Layout;

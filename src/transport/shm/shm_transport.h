@@ -20,7 +20,7 @@
 //   auto t = make_shm_transport(store, rank, size, opt);  // collective
 #pragma once
 
-#include "bootstrap/store.h"
+#include "store/store.h"
 #include "transport/transport.h"
 
 #include <chrono>

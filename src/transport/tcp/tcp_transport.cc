@@ -1,23 +1,26 @@
+// The tcp transport's data path: the Transport implementation over the
+// connected sockets (isend/irecv, progress through epoll, poll/wait_some,
+// abort and the closing goodbye). tcp_setup.cc makes the connections and
+// tcp_wire.cc the bytes of the frame headers.
 #include "transport/tcp/tcp_transport.h"
 
 #include "core/check.h"
 #include "core/log.h"
 #include "core/reduce_kernels.h"
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
+#include "transport/tcp/tcp_setup.h"
+#include "transport/tcp/tcp_wire.h"
 
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <optional>
-#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -25,12 +28,13 @@ namespace chorus {
 
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x46524843;      // "CHRF"
-constexpr uint32_t kHandshakeMagic = 0x48524843;  // "CHRH"
-constexpr uint32_t kProtocolVersion = 1;
-constexpr size_t kTokenBytes = 16;
-constexpr size_t kHandshakeBytes = 4 + 4 + kTokenBytes + 4 + 4 + 4;
-constexpr size_t kHeaderBytes = 40;
+using tcp::FrameHeader;
+using tcp::kHeaderBytes;
+using tcp::kMaxAbortReason;
+using tcp::frame_abort;
+using tcp::frame_bye;
+using tcp::frame_data;
+
 // Striping unit when a peer has several streams; a multiple of every element
 // size, so that a reducing receive always gets whole elements per chunk.
 constexpr size_t kChunkBytes = size_t{256} << 10;
@@ -39,73 +43,8 @@ constexpr size_t kChunkBytes = size_t{256} << 10;
 constexpr size_t kStagingBytes = size_t{64} << 10;
 // Bytes read from one stream per progress pass before the others get a turn.
 constexpr size_t kReadBudget = size_t{4} << 20;
-constexpr size_t kMaxAbortReason = 4096;
 // How long a closing transport tries to hand its goodbye frames to the kernel.
 constexpr auto kByeGrace = std::chrono::milliseconds(200);
-
-enum FrameKind : uint16_t { frame_data = 1, frame_abort = 2, frame_bye = 3 };
-
-std::string errno_text(int err) { return str_cat(std::strerror(err), " (errno ", err, ")"); }
-
-struct Handshake {
-  uint32_t magic = kHandshakeMagic;
-  uint32_t version = kProtocolVersion;
-  std::array<uint8_t, kTokenBytes> token{};
-  uint32_t rank = 0;
-  uint32_t size = 0;
-  uint32_t stream = 0;
-
-  std::array<uint8_t, kHandshakeBytes> encode() const {
-    std::array<uint8_t, kHandshakeBytes> b{};
-    put_u32(b.data(), magic);
-    put_u32(b.data() + 4, version);
-    std::memcpy(b.data() + 8, token.data(), kTokenBytes);
-    put_u32(b.data() + 8 + kTokenBytes, rank);
-    put_u32(b.data() + 12 + kTokenBytes, size);
-    put_u32(b.data() + 16 + kTokenBytes, stream);
-    return b;
-  }
-  static Handshake decode(const uint8_t* b) {
-    Handshake h;
-    h.magic = get_u32(b);
-    h.version = get_u32(b + 4);
-    std::memcpy(h.token.data(), b + 8, kTokenBytes);
-    h.rank = get_u32(b + 8 + kTokenBytes);
-    h.size = get_u32(b + 12 + kTokenBytes);
-    h.stream = get_u32(b + 16 + kTokenBytes);
-    return h;
-  }
-};
-
-struct FrameHeader {
-  uint32_t magic = kFrameMagic;
-  uint16_t kind = frame_data;
-  uint64_t seq = 0;
-  uint64_t total = 0;
-  uint64_t offset = 0;
-  uint64_t len = 0;
-
-  void encode(uint8_t* b) const {
-    put_u32(b, magic);
-    b[4] = static_cast<uint8_t>(kind);
-    b[5] = static_cast<uint8_t>(kind >> 8);
-    b[6] = b[7] = 0;
-    put_u64(b + 8, seq);
-    put_u64(b + 16, total);
-    put_u64(b + 24, offset);
-    put_u64(b + 32, len);
-  }
-  static FrameHeader decode(const uint8_t* b) {
-    FrameHeader h;
-    h.magic = get_u32(b);
-    h.kind = static_cast<uint16_t>(b[4] | (b[5] << 8));
-    h.seq = get_u64(b + 8);
-    h.total = get_u64(b + 16);
-    h.offset = get_u64(b + 24);
-    h.len = get_u64(b + 32);
-    return h;
-  }
-};
 
 struct RecvReq {
   RequestId id = 0;
@@ -158,18 +97,6 @@ struct Peer {
   size_t sends_in_flight = 0;
   size_t streams_closed = 0;
 };
-
-std::array<uint8_t, kTokenBytes> random_token() {
-  std::random_device rd;
-  std::array<uint8_t, kTokenBytes> t{};
-  for (size_t i = 0; i < kTokenBytes; i += 4) {
-    const uint32_t v = rd();
-    std::memcpy(t.data() + i, &v, 4);
-  }
-  return t;
-}
-
-std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
 class TcpTransport final : public Transport {
  public:
@@ -403,9 +330,9 @@ class TcpTransport final : public Transport {
   // After set-up the mesh is complete: any further connection is refused.
   void refuse_late_connections() {
     while (true) {
-      const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) return;
-      ::close(fd);
+      Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!fd.valid()) return;
+      fd.reset();
       log_message(options_.log_level, LogLevel::warn, rank_,
                   "tcp: refused a connection after set-up (the mesh is complete)");
     }
@@ -489,9 +416,8 @@ class TcpTransport final : public Transport {
       return;
     }
     const size_t es = r.reducer ? dtype_size(r.reducer->type) : 1;
-    if (h.offset > h.total || h.len > h.total - h.offset || h.offset % es != 0 || h.len % es != 0) {
-      protocol_error(s, str_cat("sent a malformed chunk [", h.offset, ", +", h.len, ") of a ",
-                                h.total, " B message"));
+    if (const std::string problem = tcp::chunk_problem(h, es); !problem.empty()) {
+      protocol_error(s, str_cat("sent a ", problem));
       return;
     }
     s.target = &r;
@@ -601,8 +527,8 @@ class TcpTransport final : public Transport {
   void header_done(Stream& s) {
     s.frame = FrameHeader::decode(s.header);
     const FrameHeader& h = s.frame;
-    if (h.magic != kFrameMagic) {
-      protocol_error(s, "bad frame magic");
+    if (const std::string problem = tcp::frame_problem(h); !problem.empty()) {
+      protocol_error(s, problem);
       return;
     }
     if (h.kind == frame_bye) {
@@ -611,10 +537,6 @@ class TcpTransport final : public Transport {
       return;
     }
     if (h.kind == frame_abort) {
-      if (h.len > kMaxAbortReason) {
-        protocol_error(s, "abort reason too long");
-        return;
-      }
       s.abort_reason.assign(h.len, '\0');
       s.in_payload = true;
       s.got = 0;
@@ -623,10 +545,6 @@ class TcpTransport final : public Transport {
         peer_failed(s.peer, ErrorCode::peer_failure, "failed", true);
         close_stream(s);
       }
-      return;
-    }
-    if (h.kind != frame_data) {
-      protocol_error(s, str_cat("unknown frame kind ", h.kind));
       return;
     }
     start_chunk(s);
@@ -667,18 +585,7 @@ class TcpTransport final : public Transport {
 
   // --- set-up --------------------------------------------------------------
 
-  struct Pending {
-    Fd fd;
-    int peer = -1;  // expected peer for outgoing, -1 for accepted
-    uint32_t stream = 0;
-    uint8_t buf[kHandshakeBytes];
-    size_t got = 0;
-  };
-
-  bool wanted(int peer) const {
-    return options_.peers.empty() || options_.peers[static_cast<size_t>(peer)];
-  }
-
+  // Registers one connection that tcp::connect_mesh established.
   void add_stream(Fd fd, int peer, uint32_t index) {
     auto s = std::make_unique<Stream>();
     s->fd = std::move(fd);
@@ -713,160 +620,16 @@ class TcpTransport final : public Transport {
 };
 
 void TcpTransport::connect(Store& store) {
-  const Deadline deadline = options_.deadline;
-  // Store errors name the key; say also which rank waited and for whom.
-  const auto get = [&](const std::string& key, const std::string& what) {
-    try {
-      return store.get(key, deadline);
-    } catch (const Error& e) {
-      fail(e.code(), where(), "set-up: waiting for ", what, ": ", e.what());
-    }
-  };
-  listen_ = listen_on(resolve("0.0.0.0", 0, "tcp"), str_cat(where(), "listen"));
-  const uint16_t port = local_port(listen_.get());
-  const std::string address = options_.address.empty() ? "127.0.0.1" : options_.address;
-  store.set(str_cat("tcp/addr/", rank_), to_bytes(str_cat(options_.host_id, "\n", address, "\n", port)));
-  std::array<uint8_t, kTokenBytes> token{};
-  if (rank_ == 0) {
-    token = random_token();
-    store.set("tcp/token", std::vector<uint8_t>(token.begin(), token.end()));
-  } else {
-    const auto t = get("tcp/token", "the job token from rank 0");
-    if (t.size() != kTokenBytes)
-      fail(ErrorCode::mismatch, where(), "job token in the store has ", t.size(), " bytes, not ",
-           kTokenBytes);
-    std::copy(t.begin(), t.end(), token.begin());
-  }
-  const auto nstreams = static_cast<uint32_t>(options_.streams);
-  size_t expected = 0;  // streams still to establish
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || !wanted(p)) continue;
+    if (p == rank_ || !tcp::connects_to(options_, p)) continue;
     peers_[static_cast<size_t>(p)].connected = true;
-    peers_[static_cast<size_t>(p)].streams.assign(nstreams, nullptr);
-    expected += nstreams;
+    peers_[static_cast<size_t>(p)].streams.assign(options_.streams, nullptr);
   }
-  Handshake mine;
-  mine.token = token;
-  mine.rank = static_cast<uint32_t>(rank_);
-  mine.size = static_cast<uint32_t>(size_);
-
-  std::vector<std::unique_ptr<Pending>> pending;
-  // Outgoing: to every lower peer. Connects complete through the peer's
-  // listen backlog even before it accepts, so this cannot deadlock.
-  for (int p = 0; p < rank_; ++p) {
-    if (!wanted(p)) continue;
-    const auto a = get(str_cat("tcp/addr/", p), str_cat("the address of peer ", p));
-    const std::string text(a.begin(), a.end());
-    const size_t nl1 = text.find('\n');
-    const size_t nl2 = nl1 == std::string::npos ? nl1 : text.find('\n', nl1 + 1);
-    if (nl2 == std::string::npos)
-      fail(ErrorCode::mismatch, where(), "malformed address of peer ", p, " in the store");
-    const std::string host_id = text.substr(0, nl1);
-    std::string host = text.substr(nl1 + 1, nl2 - nl1 - 1);
-    const auto peer_port = static_cast<uint16_t>(std::stoul(text.substr(nl2 + 1)));
-    if (host_id == options_.host_id) host = "127.0.0.1";
-    const Endpoint ep = resolve(host, peer_port, str_cat(where(), "peer ", p));
-    for (uint32_t st = 0; st < nstreams; ++st) {
-      auto pd = std::make_unique<Pending>();
-      pd->fd = connect_with_retry(ep, deadline, str_cat(where(), "connect to peer ", p));
-      pd->peer = p;
-      pd->stream = st;
-      Handshake h = mine;
-      h.stream = st;
-      const auto bytes = h.encode();
-      std::string error;
-      if (!write_all(pd->fd.get(), bytes.data(), bytes.size(), deadline, where(), error))
-        fail(ErrorCode::peer_failure, where(), "handshake with peer ", p, " failed: ", error);
-      set_nonblocking(pd->fd.get());
-      pending.push_back(std::move(pd));
-    }
-  }
-
-  std::vector<pollfd> fds;
-  while (expected > 0) {
-    fds.clear();
-    fds.push_back({listen_.get(), POLLIN, 0});
-    for (auto& pd : pending) fds.push_back({pd->fd.get(), POLLIN, 0});
-    const int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(deadline));
-    if (rc < 0 && errno != EINTR) fail(ErrorCode::system, where(), "poll: ", errno_text(errno));
-    if (rc == 0 && Clock::now() >= deadline) {
-      std::string missing;
-      for (int p = 0; p < size_; ++p) {
-        const Peer& pr = peers_[static_cast<size_t>(p)];
-        if (!pr.connected) continue;
-        for (Stream* s : pr.streams)
-          if (s == nullptr) {
-            missing += str_cat(missing.empty() ? "" : ", ", p);
-            break;
-          }
-      }
-      fail(ErrorCode::timeout, where(), "set-up timed out; no connection from peer(s) ", missing);
-    }
-    if (fds[0].revents & POLLIN) {
-      while (true) {
-        const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
-        auto pd = std::make_unique<Pending>();
-        pd->fd = Fd(fd);
-        pending.push_back(std::move(pd));
-      }
-    }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      Pending& pd = *pending[i - 1];
-      const ssize_t n = ::recv(pd.fd.get(), pd.buf + pd.got, kHandshakeBytes - pd.got, MSG_DONTWAIT);
-      std::string reject;
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        reject = "closed before completing the handshake";
-      } else if (n > 0) {
-        pd.got += static_cast<size_t>(n);
-      }
-      if (reject.empty() && pd.got == kHandshakeBytes) {
-        const Handshake h = Handshake::decode(pd.buf);
-        const bool outgoing = pd.peer >= 0;
-        const int from = static_cast<int>(h.rank);
-        if (h.magic != kHandshakeMagic || h.version != kProtocolVersion)
-          reject = "not a chorus tcp handshake (bad magic or version)";
-        else if (h.token != token)
-          reject = "wrong job token";
-        else if (h.size != static_cast<uint32_t>(size_))
-          reject = str_cat("world size ", h.size, " differs from ", size_);
-        else if (outgoing && (from != pd.peer || h.stream != pd.stream))
-          reject = str_cat("answered as rank ", from, " stream ", h.stream, ", expected rank ",
-                           pd.peer, " stream ", pd.stream);
-        else if (!outgoing && (from <= rank_ || from >= size_ || !wanted(from) || h.stream >= nstreams ||
-                               peers_[static_cast<size_t>(from)].streams[h.stream] != nullptr))
-          reject = str_cat("unexpected rank ", from, " stream ", h.stream);
-        if (reject.empty()) {
-          if (!outgoing) {
-            Handshake reply = mine;
-            reply.stream = h.stream;
-            const auto bytes = reply.encode();
-            std::string error;
-            if (!write_all(pd.fd.get(), bytes.data(), bytes.size(), deadline, where(), error))
-              reject = str_cat("handshake reply failed: ", error);
-          }
-          if (reject.empty()) {
-            add_stream(std::move(pd.fd), from, h.stream);
-            --expected;
-          }
-        }
-        if (reject.empty()) pd.got = kHandshakeBytes + 1;  // marks it taken
-      }
-      if (!reject.empty()) {
-        // Our own connection to a published address must succeed; a stray
-        // incoming one is refused and the set-up goes on.
-        if (pd.peer >= 0)
-          fail(ErrorCode::mismatch, where(), "connection to peer ", pd.peer, ": ", reject);
-        log_message(options_.log_level, LogLevel::warn, rank_, "tcp: refused a connection: ", reject);
-        pd.got = kHandshakeBytes + 1;
-      }
-    }
-    std::erase_if(pending, [](const auto& pd) { return pd->got > kHandshakeBytes; });
-  }
-  // Stragglers (e.g. a refused connection still open) are dropped here; the
-  // listener stays open so that later connections are refused, not left
-  // hanging in the backlog.
+  listen_ = tcp::connect_mesh(store, rank_, size_, options_,
+                              [this](Fd fd, int peer, uint32_t stream) {
+                                add_stream(std::move(fd), peer, stream);
+                              });
+  // The mesh is complete: the listener now only refuses late connections.
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;

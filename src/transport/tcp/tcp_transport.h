@@ -29,10 +29,13 @@
 // triggered), never in a thread of its own. Every socket is read and written
 // in the same loop, so a large send never starves receives and two ranks
 // sending large messages to each other cannot deadlock.
+//
+// Files: tcp_wire.* (the handshake and frame header bytes), tcp_setup.* (the
+// connections), tcp_transport.cc (the data path).
 #pragma once
 
-#include "bootstrap/store.h"
 #include "core/config.h"
+#include "store/store.h"
 #include "transport/transport.h"
 
 #include <chrono>

@@ -14,8 +14,9 @@
 // connection. Counters are kept as decimal text, as FileStore keeps them.
 #pragma once
 
-#include "bootstrap/store.h"
-#include "transport/tcp/socket.h"
+#include "core/fd.h"
+#include "net/socket.h"
+#include "store/store.h"
 
 #include <mutex>
 #include <thread>

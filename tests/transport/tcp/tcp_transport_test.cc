@@ -3,10 +3,10 @@
 // collectives with one and several streams per peer, large messages both ways
 // at once, size mismatches, refused connections, aborts and closed peers.
 #include "api/communicator_impl.h"
-#include "bootstrap/file_store.h"
 #include "core/check.h"
+#include "net/socket.h"
+#include "store/file_store.h"
 #include "support/grid.h"
-#include "transport/tcp/socket.h"
 #include "transport/tcp/tcp_transport.h"
 
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 // transport inside it) uses its own key space.
 #pragma once
 
-#include "transport/transport.h"
+#include "core/deadline.h"
 
 #include <chorus/error.h>
 

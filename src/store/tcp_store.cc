@@ -1,4 +1,4 @@
-#include "bootstrap/tcp_store.h"
+#include "store/tcp_store.h"
 
 #include "core/check.h"
 
@@ -175,10 +175,11 @@ void TcpStoreServer::run() {
     if (fds[0].revents) return;
     if (fds[1].revents & POLLIN) {
       while (true) {
-        const int cfd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (cfd < 0) break;
-        set_nodelay(cfd);
-        s.conns[cfd].fd = Fd(cfd);
+        Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (!fd.valid()) break;
+        set_nodelay(fd.get());
+        const int key = fd.get();
+        s.conns[key].fd = std::move(fd);
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {

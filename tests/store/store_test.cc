@@ -1,10 +1,8 @@
-// Stores (FileStore and TcpStore behind one parametrized suite), the TcpStore
-// server's failure modes, store URLs, and the launcher environment.
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/file_store.h"
-#include "bootstrap/tcp_store.h"
-#include "core/config.h"
-#include "transport/tcp/socket.h"
+// Stores (FileStore and TcpStore behind one parametrized suite) and the
+// TcpStore server's failure modes.
+#include "net/socket.h"
+#include "store/file_store.h"
+#include "store/tcp_store.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <thread>
 
 namespace chorus {
@@ -231,124 +228,6 @@ TEST(TcpStore, AMalformedRequestClosesOnlyThatConnection) {
     EXPECT_EQ(ok.get("still", Clock::now() + 1s), bytes("serving"));
   }
   EXPECT_EQ(good.get("k", Clock::now() + 1s), bytes("v"));
-}
-
-TEST(OpenStore, RejectsMalformedUrls) {
-  for (const char* url : {"", "file://", "file://relative/dir", "tcp://", "tcp://host",
-                          "tcp://host:notaport", "tcp://host:0", "http://x:1"}) {
-    try {
-      open_store(url, false, Clock::now() + 100ms);
-      ADD_FAILURE() << "accepted '" << url << "'";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << url << ": " << e.what();
-    }
-  }
-}
-
-TEST(HostIdentity, IsStableAndNamesTheHost) {
-  const std::string a = host_identity();
-  EXPECT_EQ(a, host_identity());
-  EXPECT_NE(a.find('/'), std::string::npos);
-}
-
-// --- launcher environment -----------------------------------------------------
-
-// Sets variables for one test and restores the previous environment after it.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const char* name : kAll) {
-      const char* v = std::getenv(name);
-      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
-      ::unsetenv(name);
-    }
-    for (auto [k, v] : vars) ::setenv(k, v, 1);
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved_) {
-      if (v) ::setenv(k, v->c_str(), 1);
-      else ::unsetenv(k);
-    }
-  }
-
- private:
-  static constexpr const char* kAll[] = {
-      "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_STORE", "RANK", "WORLD_SIZE", "MASTER_ADDR",
-      "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-      "SLURM_PROCID", "SLURM_NTASKS"};
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
-
-std::string env_error(std::initializer_list<std::pair<const char*, const char*>> vars) {
-  ScopedEnv env(vars);
-  try {
-    read_bootstrap_env();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    return e.what();
-  }
-  return "(no error)";
-}
-
-TEST(BootstrapEnv, ChorusVariables) {
-  ScopedEnv env({{"CHORUS_RANK", "2"}, {"CHORUS_WORLD_SIZE", "4"}, {"CHORUS_STORE", "file:///x"}});
-  const BootstrapEnv b = read_bootstrap_env();
-  EXPECT_EQ(b.rank, 2);
-  EXPECT_EQ(b.world_size, 4);
-  EXPECT_EQ(b.store, "file:///x");
-  EXPECT_EQ(b.source, "CHORUS");
-}
-
-TEST(BootstrapEnv, TorchrunVariablesMakeATcpStore) {
-  ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
-  const BootstrapEnv b = read_bootstrap_env();
-  EXPECT_EQ(b.rank, 1);
-  EXPECT_EQ(b.world_size, 8);
-  EXPECT_EQ(b.store, "tcp://node0:29500");
-  EXPECT_EQ(b.source, "torchrun");
-}
-
-TEST(BootstrapEnv, MpiAndSlurmVariables) {
-  {
-    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                   {"CHORUS_STORE", "file:///s"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
-    // mpirun inside a Slurm allocation: the inner launcher wins.
-    const BootstrapEnv b = read_bootstrap_env();
-    EXPECT_EQ(b.rank, 3);
-    EXPECT_EQ(b.world_size, 4);
-    EXPECT_EQ(b.source, "Open MPI");
-  }
-  {
-    ScopedEnv env({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"CHORUS_STORE", "file:///s"}});
-    EXPECT_EQ(read_bootstrap_env().source, "MPICH Hydra");
-  }
-  {
-    ScopedEnv env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"CHORUS_STORE", "file:///s"}});
-    const BootstrapEnv b = read_bootstrap_env();
-    EXPECT_EQ(b.rank, 5);
-    EXPECT_EQ(b.source, "Slurm");
-  }
-}
-
-TEST(BootstrapEnv, MissingOrContradictoryVariablesAreNamed) {
-  EXPECT_NE(env_error({}).find("CHORUS_RANK"), std::string::npos);
-  EXPECT_NE(env_error({{"CHORUS_RANK", "0"}, {"CHORUS_STORE", "file:///s"}}).find("CHORUS_WORLD_SIZE"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"CHORUS_RANK", "4"}, {"CHORUS_WORLD_SIZE", "4"}, {"CHORUS_STORE", "file:///s"}})
-                .find("CHORUS_RANK=4"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"CHORUS_RANK", "x"}, {"CHORUS_WORLD_SIZE", "4"}}).find("CHORUS_RANK"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"CHORUS_RANK", "0"}, {"CHORUS_WORLD_SIZE", "0"}}).find("CHORUS_WORLD_SIZE"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"CHORUS_RANK", "0"}, {"CHORUS_WORLD_SIZE", "2"}}).find("CHORUS_STORE"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("MASTER_PORT"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "99999"}})
-                .find("MASTER_PORT"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"OMPI_COMM_WORLD_SIZE", "2"}}).find("OMPI_COMM_WORLD_RANK"), std::string::npos);
 }
 
 }  // namespace

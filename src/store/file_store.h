@@ -8,7 +8,7 @@
 // would be taken for this one's.
 #pragma once
 
-#include "bootstrap/store.h"
+#include "store/store.h"
 
 #include <string>
 

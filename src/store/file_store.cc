@@ -1,7 +1,7 @@
-#include "bootstrap/file_store.h"
+#include "store/file_store.h"
 
 #include "core/check.h"
-#include "transport/tcp/socket.h"
+#include "core/fd.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 #include "core/check.h"
 
@@ -17,9 +17,9 @@
 
 namespace chorus {
 
-namespace {
-
 std::string errno_text(int err) { return str_cat(std::strerror(err), " (errno ", err, ")"); }
+
+namespace {
 
 // Waits until fd is ready for `events` or the deadline passes; false on timeout.
 bool wait_ready(int fd, short events, Deadline deadline) {
@@ -36,11 +36,6 @@ bool wait_ready(int fd, short events, Deadline deadline) {
 }
 
 }  // namespace
-
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
 
 std::string Endpoint::describe() const {
   char buf[INET_ADDRSTRLEN] = {};

@@ -1,10 +1,11 @@
-// Small RAII wrappers and helpers over POSIX TCP sockets, shared by the tcp
-// transport and the TcpStore: an owning file descriptor, name resolution,
-// listening, connecting with a deadline, and blocking reads/writes bounded by
-// a deadline (for bootstrap traffic; the transport's data path is non-blocking).
+// Helpers over POSIX TCP sockets, shared by the tcp transport and the TcpStore:
+// name resolution, listening, connecting with a deadline, and blocking
+// reads/writes bounded by a deadline (for bootstrap traffic; the transport's
+// data path is non-blocking). Sockets are owned by core/fd.h's Fd.
 #pragma once
 
-#include "transport/transport.h"
+#include "core/deadline.h"
+#include "core/fd.h"
 
 #include <netinet/in.h>
 
@@ -14,31 +15,6 @@
 #include <utility>
 
 namespace chorus {
-
-// Owns one file descriptor; closes it on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset();
-
- private:
-  int fd_ = -1;
-};
 
 // An IPv4 endpoint.
 struct Endpoint {
@@ -75,6 +51,9 @@ bool write_all(int fd, const void* data, size_t bytes, Deadline deadline, const 
                std::string& error);
 bool read_all(int fd, void* data, size_t bytes, Deadline deadline, const std::string& what,
               std::string& error);
+
+// strerror(err) with the number: "Connection refused (errno 111)".
+std::string errno_text(int err);
 
 // Milliseconds from now to `deadline`, clamped to [0, INT_MAX] for poll().
 int poll_timeout_ms(Deadline deadline);

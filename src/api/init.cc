@@ -1,0 +1,42 @@
+// init() and init_from_env(): the public start-up of a multi-process job.
+// The options are checked here; bootstrap/ opens the store and connects the
+// transport, and the Communicator is built over what it hands back.
+#include "api/communicator_impl.h"
+#include "bootstrap/bootstrap.h"
+#include "core/check.h"
+#include "core/config.h"
+
+#include <chorus/init.h>
+
+namespace chorus {
+
+Communicator init(const InitOptions& options) {
+  Config config = Config::from_env();
+  if (options.world_size < 1)
+    fail(ErrorCode::invalid_argument, "init: world size must be >= 1, got ", options.world_size);
+  if (options.rank < 0 || options.rank >= options.world_size)
+    fail(ErrorCode::invalid_argument, "init: rank ", options.rank, " outside [0, ",
+         options.world_size, ")");
+  if (!options.transport.empty() && options.transport != "shm" && options.transport != "tcp")
+    fail(ErrorCode::invalid_argument, "init: transport '", options.transport,
+         "' is not one of shm, tcp");
+  if (options.timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, "init: negative timeout");
+  if (!options.transport.empty()) config.transport = options.transport;
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
+  const Deadline deadline = Clock::now() + timeout;
+  auto transport =
+      bootstrap_transport(options.store, options.rank, options.world_size, config, deadline);
+  return make_communicator(std::move(transport), std::move(config));
+}
+
+Communicator init_from_env() {
+  const BootstrapEnv env = read_bootstrap_env();
+  InitOptions options;
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.store = env.store;
+  return init(options);
+}
+
+}  // namespace chorus
