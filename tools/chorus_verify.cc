@@ -3,6 +3,7 @@
 //
 //   chorus-verify allreduce --ranks 8,13 --count 1031 [--algo ring,bruck|all]
 //   chorus-verify all --ranks 16 --count 4096 --elem-size 4
+//   chorus-verify --markdown    docs/ALGORITHMS.md's table, from the registry
 //
 // Exit status: 0 when every case is proved, 1 when one fails (the error names
 // the algorithm, N, count, rank and op), 2 on bad arguments.
@@ -29,6 +30,61 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// Steps and messages per rank, proved by the verifier: "14 / 24". The largest
+// over ranks, as in the plain table.
+std::string measured(const chorus::Algorithm& a, const std::vector<int>& ranks, size_t count,
+                     bool steps) {
+  using namespace chorus;
+  std::string out;
+  for (int n : ranks) {
+    const CollectiveSpec spec{a.collective, n, 0, a.collective == Collective::barrier ? 0 : count,
+                              4, 0};
+    const VerifyResult r = verify(a, spec);
+    std::string cell = "-";
+    if (r.ok()) {
+      size_t v = 0;
+      for (const RankStats& st : r.ranks) v = std::max(v, steps ? st.distinct_steps : st.messages_sent);
+      cell = std::to_string(v);
+    } else if (!r.supported) {
+      cell = "declined";
+    } else {
+      cell = "FAILED";
+    }
+    out += (out.empty() ? "" : " / ") + cell;
+  }
+  return out;
+}
+
+// The registry as a Markdown table, by collective: every algorithm's row, its closed forms
+// (where each is exact) and the verifier's counts at N = 8 and 13.
+void print_markdown() {
+  using namespace chorus;
+  const std::vector<int> ranks = {8, 13};
+  const size_t count = 8192;
+  std::printf("| collective | name | what it does | cost (closed form) | exact on | steps, N = 8 / 13 "
+              "| messages sent per rank, N = 8 / 13 | constraints |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (int ci = 0; ci < kCollectiveCount; ++ci)
+  for (const Algorithm* ap : algorithms_for(static_cast<Collective>(ci))) {
+    const Algorithm& a = *ap;
+    std::string cost, exact;
+    for (const ClosedForm& f : a.costs) {
+      cost += str_cat(cost.empty() ? "" : "; ", f.text);
+      exact += str_cat(exact.empty() ? "" : "; ", f.topologies,
+                       f.ports == 0 ? ", 1 or 2 ports" : f.ports == 1 ? ", 1 port" : ", 2 ports");
+    }
+    if (cost.empty()) {
+      cost = "none: the simulator gives its time";
+      exact = "-";
+    }
+    std::printf("| %s | `%s` | %s | %s | %s | %s | %s | %s |\n",
+                std::string(to_string(a.collective)).c_str(), std::string(a.name).c_str(),
+                std::string(a.description).c_str(), cost.c_str(), exact.c_str(),
+                measured(a, ranks, count, true).c_str(), measured(a, ranks, count, false).c_str(),
+                std::string(a.constraints).c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,15 +96,29 @@ int main(int argc, char** argv) {
   size_t count = 1024;
   size_t elem_size = 4;
   int root = 0;
-  app.add_option("collective", collective_arg,
-                 "allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, barrier or all")
-      ->required();
+  bool markdown = false;
+  auto* collective_opt =
+      app.add_option("collective", collective_arg,
+                     "allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, barrier or all");
+  app.add_flag("--markdown", markdown,
+               "print the registry as docs/ALGORITHMS.md's table (closed forms, constraints, "
+               "steps and messages proved at N = 8 and 13)")
+      ->excludes(collective_opt);
   app.add_option("--ranks,-n", ranks_arg, "rank counts, comma separated");
   app.add_option("--count,-c", count, "count as the API takes it (elements)");
   app.add_option("--elem-size", elem_size, "bytes per element")->check(CLI::PositiveNumber);
   app.add_option("--root,-r", root, "root of broadcast and reduce");
   app.add_option("--algo,-a", algo_arg, "algorithm names, comma separated, or all");
   CLI11_PARSE(app, argc, argv);
+  if (markdown) {
+    print_markdown();
+    return 0;
+  }
+  if (collective_arg.empty()) {
+    std::fprintf(stderr, "chorus-verify: a collective (or all) is required\n%s",
+                 app.help().c_str());
+    return 2;
+  }
 
   std::vector<Collective> collectives;
   if (collective_arg == "all") {

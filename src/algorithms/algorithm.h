@@ -5,10 +5,9 @@
 // An algorithm is one file and one registry row. Its file opens with the
 // phases, steps, bytes per rank, cost and a small picture, then defines
 //
-//   extern const Algorithm kRingAllgather = {
-//       .collective = Collective::allgather, .name = "ring",
-//       .description = "N-1 steps passing blocks around the ring",
-//       .build = build_ring_allgather, .costs = kRingAllgatherCosts};
+//   extern const Algorithm kRingAllgather{
+//       Collective::allgather, "ring", "N-1 steps passing blocks around the ring",
+//       build_ring_allgather, /*own_support=*/nullptr, kAllgatherCost, "any N"};
 //
 // and registry.cc lists kRingAllgather once. What every algorithm shares is
 // done here, once: the common argument checks (`supports` adds only the
@@ -52,6 +51,8 @@ struct Algorithm {
   // Closed forms, the first on a switch; empty when the algorithm has none
   // (the simulator gives its time).
   std::span<const ClosedForm> costs;
+  // What N, count and root it serves, in words (for docs/ALGORITHMS.md).
+  std::string_view constraints;
 };
 
 // The registry's rows, in order.

@@ -309,13 +309,16 @@ constexpr ClosedForm kReduceScatterCost[] = {
 
 extern const Algorithm kBidirRingAllreduce{
     Collective::allreduce, "bidir_ring", "ReduceScatter + AllGather, chunks going both ways round",
-    build_bidir_ring_allreduce, nullptr, kAllreduceCost};
+    build_bidir_ring_allreduce, nullptr, kAllreduceCost,
+    "any N; N = 2 uses one direction"};
 extern const Algorithm kBidirRingAllgather{
     Collective::allgather, "bidir_ring", "floor(N/2) steps passing blocks both ways round the ring",
-    build_bidir_ring_allgather, nullptr, kAllgatherCost};
+    build_bidir_ring_allgather, nullptr, kAllgatherCost,
+    "any N"};
 extern const Algorithm kBidirRingReduceScatter{
     Collective::reduce_scatter, "bidir_ring",
     "floor(N/2) steps, partial sums meeting from both sides", build_bidir_ring_reduce_scatter,
-    nullptr, kReduceScatterCost};
+    nullptr, kReduceScatterCost,
+    "any N"};
 
 }  // namespace chorus

@@ -196,12 +196,15 @@ constexpr ClosedForm kReduceBroadcastCost[] = {
 
 extern const Algorithm kBinomialBroadcast{Collective::broadcast, "binomial",
                                           "binomial tree from the root",
-                                          build_binomial_broadcast, nullptr, kBroadcastCost};
+                                          build_binomial_broadcast, nullptr, kBroadcastCost,
+    "any N, any root"};
 extern const Algorithm kBinomialReduce{Collective::reduce, "binomial",
                                        "binomial tree towards the root", build_binomial_reduce,
-                                       nullptr, kReduceCost};
+                                       nullptr, kReduceCost,
+    "any N, any root"};
 extern const Algorithm kReduceBroadcastAllreduce{
     Collective::allreduce, "reduce_broadcast", "binomial Reduce to rank 0 + binomial Broadcast",
-    build_reduce_broadcast, nullptr, kReduceBroadcastCost};
+    build_reduce_broadcast, nullptr, kReduceBroadcastCost,
+    "any N"};
 
 }  // namespace chorus

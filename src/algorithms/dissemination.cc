@@ -44,6 +44,7 @@ constexpr ClosedForm kCost[] = {{dissemination_time, 0, "switch", "ceil(log2 N) 
 
 extern const Algorithm kDisseminationBarrier{Collective::barrier, "dissemination",
                                              "ceil(log2 N) rounds of empty messages",
-                                             build_dissemination_barrier, nullptr, kCost};
+                                             build_dissemination_barrier, nullptr, kCost,
+    "any N"};
 
 }  // namespace chorus

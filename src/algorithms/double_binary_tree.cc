@@ -187,6 +187,7 @@ constexpr ClosedForm kCost[] = {
 
 extern const Algorithm kDoubleBinaryTreeAllreduce{
     Collective::allreduce, "double_binary_tree", "two complementary trees, pipelined halves",
-    build_double_binary_tree_allreduce, nullptr, kCost};
+    build_double_binary_tree_allreduce, nullptr, kCost,
+    "any N; the trees are complementary for even N (odd N: rank 0 is a leaf in both)"};
 
 }  // namespace chorus

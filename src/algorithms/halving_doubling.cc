@@ -294,9 +294,11 @@ constexpr ClosedForm kReduceScatterCost[] = {
 extern const Algorithm kHalvingDoublingAllreduce{
     Collective::allreduce, "halving_doubling",
     "Rabenseifner: recursive halving + recursive doubling", build_halving_doubling_allreduce,
-    nullptr, kAllreduceCost};
+    nullptr, kAllreduceCost,
+    "any N (the r = N - 2^k extras fold into partners)"};
 extern const Algorithm kRecursiveHalvingReduceScatter{
     Collective::reduce_scatter, "recursive_halving", "log2 N steps halving the data held",
-    build_recursive_halving_reduce_scatter, nullptr, kReduceScatterCost};
+    build_recursive_halving_reduce_scatter, nullptr, kReduceScatterCost,
+    "any N (the same fold)"};
 
 }  // namespace chorus

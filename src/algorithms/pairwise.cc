@@ -52,6 +52,7 @@ constexpr ClosedForm kCost[] = {
 
 extern const Algorithm kPairwiseAlltoall{Collective::alltoall, "pairwise",
                                          "N-1 steps, one block to rank r+s at step s",
-                                         build_pairwise_alltoall, nullptr, kCost};
+                                         build_pairwise_alltoall, nullptr, kCost,
+    "any N; no in-place form"};
 
 }  // namespace chorus

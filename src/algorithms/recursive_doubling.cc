@@ -205,9 +205,11 @@ constexpr ClosedForm kAllgatherCost[] = {
 
 extern const Algorithm kRecursiveDoublingAllreduce{
     Collective::allreduce, "recursive_doubling", "log2 N steps exchanging the whole vector",
-    build_recursive_doubling_allreduce, nullptr, kAllreduceCost};
+    build_recursive_doubling_allreduce, nullptr, kAllreduceCost,
+    "any N (the same fold)"};
 extern const Algorithm kRecursiveDoublingAllgather{
     Collective::allgather, "recursive_doubling", "log2 N steps doubling the blocks held (N = 2^k)",
-    build_recursive_doubling_allgather, recursive_doubling_allgather_supports, kAllgatherCost};
+    build_recursive_doubling_allgather, recursive_doubling_allgather_supports, kAllgatherCost,
+    "N a power of two (declines others, with the reason)"};
 
 }  // namespace chorus

@@ -192,12 +192,15 @@ constexpr ClosedForm kReduceScatterCost[] = {
 
 extern const Algorithm kRingAllreduce{Collective::allreduce, "ring",
                                       "ReduceScatter + AllGather around the ring",
-                                      build_ring_allreduce, nullptr, kAllreduceCost};
+                                      build_ring_allreduce, nullptr, kAllreduceCost,
+    "any N"};
 extern const Algorithm kRingAllgather{Collective::allgather, "ring",
                                       "N-1 steps passing blocks around the ring",
-                                      build_ring_allgather, nullptr, kAllgatherCost};
+                                      build_ring_allgather, nullptr, kAllgatherCost,
+    "any N"};
 extern const Algorithm kRingReduceScatter{Collective::reduce_scatter, "ring",
                                           "N-1 steps reducing partial sums around the ring",
-                                          build_ring_reduce_scatter, nullptr, kReduceScatterCost};
+                                          build_ring_reduce_scatter, nullptr, kReduceScatterCost,
+    "any N"};
 
 }  // namespace chorus

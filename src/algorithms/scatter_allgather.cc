@@ -110,6 +110,7 @@ Program build_scatter_allgather_broadcast(const CollectiveSpec& spec) {
 // no closed form captures: the simulator gives its time.
 extern const Algorithm kScatterAllgatherBroadcast{
     Collective::broadcast, "scatter_allgather", "binomial scatter + ring AllGather",
-    build_scatter_allgather_broadcast, nullptr, {}};
+    build_scatter_allgather_broadcast, nullptr, {},
+    "any N, any root"};
 
 }  // namespace chorus

@@ -15,6 +15,7 @@
 // its tuning files.
 #pragma once
 
+#include "core/deadline.h"
 #include "model/cost_model.h"
 #include "transport/transport.h"
 

@@ -724,8 +724,9 @@ class Verifier {
           hint = str_cat(" (rank ", w.poison->rank, " op ", w.poison->op,
                          " reduced undefined data)");
         else if (sa.set != RankSetPool::kUndefined && sa.delta == sb.delta &&
-                 pool_.first_missing(sb.set, sa.set) >= 0)
-          hint = str_cat(" (rank ", pool_.first_missing(sb.set, sa.set),
+                 averaged(sa.set) == averaged(sb.set) &&
+                 pool_.first_missing(sb.set & ~kAveraged, sa.set & ~kAveraged) >= 0)
+          hint = str_cat(" (rank ", pool_.first_missing(sb.set & ~kAveraged, sa.set & ~kAveraged),
                          "'s contribution is missing)");
         fail(VerifyErrorKind::wrong_result, r, kNoOp,
              str_cat("output[", k, "] holds ", content(sa, k), " but must hold ", content(sb, k),

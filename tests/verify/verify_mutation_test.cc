@@ -363,5 +363,86 @@ TEST(VerifyMutation, ErrorKindNamesAreDistinct) {
   EXPECT_EQ(std::unique(names.begin(), names.end()), names.end());
 }
 
+
+// --- the average: a divide of the Output by N, once, after the last reduce ---
+
+CollectiveSpec average_spec(Collective c, int n, size_t count) {
+  CollectiveSpec s{c, n, 0, count, 4, 0};
+  s.average = true;
+  return s;
+}
+
+TEST(VerifyAverage, EveryReducingAlgorithmAveragesOnce) {
+  for (const Algorithm& a : all_algorithms()) {
+    if (a.collective != Collective::allreduce && a.collective != Collective::reduce_scatter &&
+        a.collective != Collective::reduce)
+      continue;
+    for (int n : {1, 2, 5, 8})
+      for (size_t count : {size_t{0}, size_t{1}, size_t{37}}) {
+        const CollectiveSpec spec = average_spec(a.collective, n, count);
+        if (!supported_everywhere(a, spec)) continue;
+        const VerifyResult r = verify_programs(spec, chorus::build_all(a, spec), a.name);
+        EXPECT_TRUE(r.ok()) << a.name << " N=" << n << " count=" << count << ": "
+                            << (r.error ? r.error->message : r.reason);
+      }
+  }
+}
+
+TEST(VerifyAverage, AMissingDivideIsAWrongResult) {
+  const CollectiveSpec spec = average_spec(kAllreduce, 4, 12);
+  CollectiveSpec sum = spec;
+  sum.average = false;
+  const Algorithm& ring = *find_algorithm(kAllreduce, "ring");
+  const VerifyResult r = verify_programs(spec, chorus::build_all(ring, sum), "mutated");
+  expect_kind(r, VerifyErrorKind::wrong_result);
+  EXPECT_NE(r.error->message.find("must hold the average of"), std::string::npos)
+      << r.error->message;
+}
+
+TEST(VerifyAverage, ADivideOfASumIsAWrongResult) {
+  CollectiveSpec sum{kAllreduce, 4, 0, 12, 4, 0};
+  CollectiveSpec avg = sum;
+  avg.average = true;
+  const Algorithm& ring = *find_algorithm(kAllreduce, "ring");
+  const VerifyResult r = verify_programs(sum, chorus::build_all(ring, avg), "mutated");
+  expect_kind(r, VerifyErrorKind::wrong_result);
+}
+
+TEST(VerifyAverage, DividingTwiceIsCaught) {
+  const CollectiveSpec spec = average_spec(kAllreduce, 3, 9);
+  auto programs = chorus::build_all(*find_algorithm(kAllreduce, "ring"), spec);
+  Program& p = programs[1];
+  const OpIndex last = static_cast<OpIndex>(p.ops.size() - 1);
+  ASSERT_EQ(p.ops[last].kind, OpKind::divide);
+  insert_after(p, last, p.ops[last]);
+  const VerifyResult r = verify_programs(spec, programs, "mutated");
+  expect_kind(r, VerifyErrorKind::wrong_result);
+  EXPECT_EQ(r.error->rank, 1);
+  EXPECT_NE(r.error->message.find("a second time"), std::string::npos) << r.error->message;
+}
+
+TEST(VerifyAverage, ReducingIntoAnAverageIsCaught) {
+  // A divide right after rank 0's first fold: later folds add to an average.
+  const CollectiveSpec spec = average_spec(kAllreduce, 4, 8);
+  auto programs = chorus::build_all(*find_algorithm(kAllreduce, "ring"), spec);
+  Program& p = programs[0];
+  const OpIndex fold = nth(p, OpKind::recv_reduce, 0);
+  Op divide;
+  divide.kind = OpKind::divide;
+  divide.dst = p.ops[fold].dst;
+  divide.divisor = 4;
+  insert_after(p, fold, divide);
+  expect_kind(verify_programs(spec, programs, "mutated"), VerifyErrorKind::wrong_result);
+}
+
+TEST(VerifyAverage, TheDivisorMustBeN) {
+  const CollectiveSpec spec = average_spec(kAllreduce, 4, 8);
+  auto programs = chorus::build_all(*find_algorithm(kAllreduce, "ring"), spec);
+  programs[2].ops.back().divisor = 3;
+  const VerifyResult r = verify_programs(spec, programs, "mutated");
+  expect_kind(r, VerifyErrorKind::wrong_result);
+  EXPECT_NE(r.error->message.find("not by N = 4"), std::string::npos) << r.error->message;
+}
+
 }  // namespace
 }  // namespace chorus

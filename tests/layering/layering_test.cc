@@ -1,0 +1,88 @@
+// The layering rule of src/, as docs/DESIGN.md draws it: a folder may include
+// only folders on lower layers. This test reads the layer list from
+// docs/DESIGN.md (the lines "layer N: folder ..." of its Layers section) and
+// every #include "..." line under src/, and fails on an include that runs up
+// or sideways (a sideways or upward arrow is what closes a cycle between
+// folders), and on a folder of src/ that the list does not place.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kRoot = CHORUS_SOURCE_DIR;
+
+// folder -> layer, from docs/DESIGN.md.
+std::map<std::string, int> read_layers() {
+  std::ifstream in(kRoot / "docs" / "DESIGN.md");
+  std::map<std::string, int> layers;
+  const std::regex line(R"(^layer (\d+): ([a-z_]+(?: [a-z_]+)*)(?:  .*)?$)");
+  for (std::string s; std::getline(in, s);) {
+    std::smatch m;
+    if (!std::regex_match(s, m, line)) continue;
+    std::istringstream folders(m[2].str());
+    for (std::string f; folders >> f;) layers[f] = std::stoi(m[1].str());
+  }
+  return layers;
+}
+
+std::string names_below(const std::map<std::string, int>& layers, int layer) {
+  std::string s;
+  for (const auto& [f, l] : layers)
+    if (l < layer) s += (s.empty() ? "" : ", ") + f;
+  return s.empty() ? "nothing" : s;
+}
+
+TEST(Layering, DesignListsTheLayers) {
+  const auto layers = read_layers();
+  ASSERT_GE(layers.size(), 8u) << "docs/DESIGN.md has no layer list (lines \"layer N: folder ...\")";
+  for (const auto& entry : fs::directory_iterator(kRoot / "src")) {
+    if (!entry.is_directory()) continue;
+    const std::string folder = entry.path().filename().string();
+    EXPECT_TRUE(layers.count(folder))
+        << "src/" << folder << "/ is on no layer: add it to the layer list in docs/DESIGN.md";
+  }
+}
+
+TEST(Layering, NoIncludeRunsUpOrSideways) {
+  const auto layers = read_layers();
+  ASSERT_FALSE(layers.empty());
+  const std::regex include(R"(^\s*#\s*include\s*"([a-z_]+)/[^"]*")");
+  size_t checked = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kRoot / "src")) {
+    if (!entry.is_regular_file()) continue;
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".h" && ext != ".cc") continue;
+    const fs::path rel = fs::relative(entry.path(), kRoot / "src");
+    const std::string from = rel.begin()->string();
+    if (!layers.count(from)) continue;  // reported by DesignListsTheLayers
+    std::ifstream in(entry.path());
+    int number = 0;
+    for (std::string s; std::getline(in, s);) {
+      ++number;
+      std::smatch m;
+      if (!std::regex_search(s, m, include)) continue;
+      const std::string to = m[1].str();
+      ++checked;
+      if (to == from) continue;
+      const auto it = layers.find(to);
+      if (it == layers.end()) continue;  // not a folder of src/ (e.g. a test helper)
+      const int lf = layers.at(from), lt = it->second;
+      EXPECT_LT(lt, lf) << "src/" << rel.string() << ":" << number << " includes \""
+                        << s.substr(s.find('"') + 1, s.rfind('"') - s.find('"') - 1) << "\": "
+                        << from << " (layer " << lf << ") may include only folders below it ("
+                        << names_below(layers, lf) << "), and " << to << " is on layer " << lt
+                        << ". See the Layers section of docs/DESIGN.md.";
+    }
+  }
+  EXPECT_GT(checked, 100u) << "found hardly any includes under src/";
+}
+
+}  // namespace
