@@ -17,9 +17,7 @@ std::vector<Program> build_all(Collective c, std::string_view name, int n, size_
                                int root = 0) {
   const Algorithm* a = find_algorithm(c, name);
   EXPECT_NE(a, nullptr) << name;
-  std::vector<Program> out;
-  for (int r = 0; r < n; ++r) out.push_back(a->build({c, n, r, count, 4, root}));
-  return out;
+  return chorus::build_all(*a, {c, n, 0, count, 4, root});
 }
 
 VerifyResult check(Collective c, int n, size_t count, const std::vector<Program>& programs,
