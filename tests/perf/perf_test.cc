@@ -1,5 +1,6 @@
 // chorus-perf's library part: the sweep and its report, the exact checker,
 // the bus bandwidth factors and the iteration count of --min-time.
+#include "core/reduce_kernels.h"
 #include "model/cost_model.h"
 #include "perf/perf.h"
 #include "perf/perf_check.h"
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -27,6 +29,55 @@ PerfOptions options(std::vector<Collective> c, size_t min_bytes, size_t max_byte
   o.iters = 1;
   o.warmup = 0;
   return o;
+}
+
+// The closed forms of the expected output against a serial fold of every
+// rank's input with the reduction kernels, rank 0 first: at rank counts
+// around each modulus and period, in every type and op.
+TEST(PerfCheck, ExpectedOutputIsTheSerialReductionOfTheInputs) {
+  for (int n : {1, 2, 3, 5, 8, 16, 17, 33, 60, 61, 62, 100, 130, 1024})
+    for (int t = 0; t < kDataTypeCount; ++t)
+      for (int o = 0; o < kReduceOpCount; ++o) {
+        const auto type = static_cast<DataType>(t);
+        const auto op = static_cast<ReduceOp>(o);
+        const size_t count = 131;  // two cycles of the largest modulus and more
+        const size_t es = dtype_size(type);
+        std::vector<std::byte> acc(count * es), in(count * es);
+        for (int r = 0; r < n; ++r) {
+          fill_input({Collective::allreduce, type, op, n, r, count, 0}, r == 0 ? acc.data() : in.data());
+          if (r > 0) reduce_into(type, op, acc.data(), acc.data(), in.data(), count);
+        }
+        if (op == ReduceOp::avg) divide_by(type, acc.data(), count, static_cast<size_t>(n));
+        const CheckCase c{Collective::allreduce, type, op, n, 0, count, 0};
+        EXPECT_EQ(expected_output(c), acc) << "N=" << n << " " << to_string(type) << " " << to_string(op);
+        EXPECT_EQ(count_wrong(c, acc.data()), 0u);
+      }
+}
+
+// Each rank's block of reduce_scatter and alltoall, and only the root's
+// output of reduce.
+TEST(PerfCheck, ExpectedOutputPlacesEveryRanksBlock) {
+  constexpr int n = 4;
+  constexpr size_t count = 5;
+  const CheckCase all{Collective::allreduce, DataType::int32, ReduceOp::sum, n, 0, count * n, 0};
+  const std::vector<std::byte> whole = expected_output(all);
+  for (int r = 0; r < n; ++r) {
+    const CheckCase rs{Collective::reduce_scatter, DataType::int32, ReduceOp::sum, n, r, count, 0};
+    const auto block = whole.begin() + static_cast<long>(r * count * sizeof(int32_t));
+    EXPECT_EQ(expected_output(rs), std::vector<std::byte>(block, block + count * sizeof(int32_t)));
+    // alltoall: block j of rank r's output is block r of rank j's input.
+    const CheckCase a2a{Collective::alltoall, DataType::int32, ReduceOp::sum, n, r, count, 0};
+    const std::vector<std::byte> got = expected_output(a2a);
+    for (int j = 0; j < n; ++j) {
+      std::vector<std::byte> input(count * n * sizeof(int32_t));
+      fill_input({Collective::alltoall, DataType::int32, ReduceOp::sum, n, j, count, 0}, input.data());
+      const auto from = input.begin() + static_cast<long>(r * count * sizeof(int32_t));
+      EXPECT_TRUE(std::equal(from, from + count * sizeof(int32_t),
+                             got.begin() + static_cast<long>(j * count * sizeof(int32_t))));
+    }
+    const CheckCase red{Collective::reduce, DataType::int32, ReduceOp::sum, n, r, count, 2};
+    EXPECT_EQ(expected_output(red).size(), r == 2 ? count * sizeof(int32_t) : 0u);
+  }
 }
 
 // Runs a sweep on in-process ranks and returns rank 0's report.
