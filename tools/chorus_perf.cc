@@ -1,5 +1,6 @@
 // chorus-perf: nccl-tests-style bandwidth and correctness sweep of chorus's
-// collectives. A thin main over src/perf (see perf.h for the flags).
+// collectives. A thin main over tools/perf_cli.h (the flags and the table)
+// and src/perf (the sweep).
 //
 // Where the ranks come from:
 //   - under chorus-run, mpirun, srun or torchrun (their variables are set):
@@ -11,10 +12,10 @@
 // Exit status: 0 when every element of every rank was right, 1 on wrong values
 // or a failed rank, 2 on bad arguments.
 #include "bootstrap/affinity.h"
+#include "core/config.h"
 #include "perf/calibrate.h"
-#include "core/config.h"
-#include "core/config.h"
 #include "perf/perf.h"
+#include "perf_cli.h"
 
 #include <chorus/chorus.h>
 #include <chorus/init.h>
@@ -63,14 +64,18 @@ int finish(const perf::PerfOptions& o, const perf::PerfReport& report) {
 // One rank of a multi-process run; rank 0 prints and writes the JSON.
 int run_rank(Communicator comm, const perf::PerfOptions& o) {
   if (!o.calibrate_file.empty()) {
-    perf::calibrate_tuning(comm, o, comm.rank() == 0 ? &std::cout : nullptr);
+    const TuningTable table = perf::calibrate_tuning(comm, o);
+    if (comm.rank() == 0)
+      std::cout << perf::format_calibration(table, comm.size(), o.calibrate_file);
     std::cout.flush();
     return 0;
   }
-  const perf::PerfHooks hooks = comm.rank() == 0 ? progress_hooks() : perf::PerfHooks{};
-  const perf::PerfReport report =
-      perf::run_perf(comm, o, comm.rank() == 0 ? &std::cout : nullptr, hooks);
+  const perf::PerfHooks hooks = comm.rank() == 0
+                                    ? perf::print_table(o, &std::cout, progress_hooks())
+                                    : perf::PerfHooks{};
+  const perf::PerfReport report = perf::run_perf(comm, o, hooks);
   clear_progress(hooks);
+  if (comm.rank() == 0) std::cout << perf::format_footer(report);
   std::cout.flush();
   return comm.rank() == 0 ? finish(o, report) : (report.wrong == 0 ? 0 : 1);
 }
@@ -166,13 +171,14 @@ int main(int argc, char** argv) {
       return run_rank(init(io), options);
     }
     if (options.transport != "inproc") return run_local_processes(options);
-    const perf::PerfHooks hooks = progress_hooks();
+    const perf::PerfHooks hooks = perf::print_table(options, &std::cout, progress_hooks());
     perf::PerfReport report;
     testing::run_ranks(options.ranks, [&](Communicator& comm) {
-      perf::PerfReport r = perf::run_perf(comm, options, &std::cout, hooks);
+      perf::PerfReport r = perf::run_perf(comm, options, hooks);
       if (comm.rank() == 0) report = std::move(r);
     });
     clear_progress(hooks);
+    std::cout << perf::format_footer(report) << std::flush;
     return finish(options, report);
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -1,6 +1,6 @@
 // chorus-sim: simulated time, closed form and lower bound of collective
-// algorithms on a network model. See src/sim/sim_cli.h.
-#include "sim/sim_cli.h"
+// algorithms on a network model. See tools/sim_cli.h.
+#include "sim_cli.h"
 
 #include <iostream>
 

@@ -30,7 +30,7 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
   return rules;
 }
 
-TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std::ostream* out) {
+TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
   Transport& transport = comm.impl().transport();
   LinkParams link = calibrate_link(transport, Clock::now() + comm.impl().config().timeout);
   link.name = link_class_of(transport.name());
@@ -47,7 +47,7 @@ TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std
   std::map<std::tuple<Collective, size_t, std::string>, std::vector<double>> times;
   std::vector<PerfRow> rows;
   for (int k = 0; k < kSweeps; ++k)
-    for (const PerfRow& r : run_perf(comm, sweep, nullptr).rows) {
+    for (const PerfRow& r : run_perf(comm, sweep).rows) {
       if (!r.out_of_place.measured) continue;
       auto& t = times[{r.collective, r.bytes, r.algorithm}];
       if (t.empty()) rows.push_back(r);
@@ -61,18 +61,7 @@ TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std
   TuningTable table;
   table.links[link.name] = link;
   table.rules = rules_from_rows(rows, link.name, comm.size());
-  if (comm.rank() == 0) {
-    write_tuning_file(options.calibrate_file, table);
-    if (out) {
-      *out << "# chorus-perf --calibrate: " << link.name << " N=" << comm.size()
-           << " alpha " << link.alpha * 1e6 << " us, beta " << link.beta / 1e9 << " GB/s\n";
-      for (const TuningRule& r : table.rules)
-        *out << "#   " << to_string(r.collective) << " from " << r.min_bytes << " B: "
-             << r.algorithm << "\n";
-      *out << "# written to " << options.calibrate_file
-           << " (use it with CHORUS_TUNING_FILE=" << options.calibrate_file << ")\n";
-    }
-  }
+  if (comm.rank() == 0) write_tuning_file(options.calibrate_file, table);
   return table;
 }
 

@@ -9,7 +9,8 @@
 
 #include <chorus/communicator.h>
 
-#include <ostream>
+#include <string>
+#include <vector>
 
 namespace chorus::perf {
 
@@ -19,8 +20,8 @@ namespace chorus::perf {
 // 0's clock, merges
 // consecutive sizes with the same winner, and on rank 0 writes the table to
 // options.calibrate_file (keeping what the file holds for other link classes
-// and rank counts) and prints a summary to `out`. Returns the table.
-TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options, std::ostream* out);
+// and rank counts). Returns the table (tools/perf_cli.h prints its summary).
+TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options);
 
 // The rules of a finished sweep: the fastest algorithm per (collective, size),
 // consecutive equal winners merged. Exposed for tests.

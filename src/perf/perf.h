@@ -1,10 +1,13 @@
 // chorus-perf, the library part: an nccl-tests-style sweep of one or more
 // collectives over message sizes, dtypes, ops and algorithms on one
-// communicator, with exact data checks, the seed's lower bound per row and the
-// nccl-tests table. tools/chorus_perf.cc is a thin main over this.
+// communicator, with exact data checks (perf_check.h), the seed's lower bound
+// per row (model/cost_model.h) and the report as data and JSON. The command
+// line, the usage text and the printed table are tools/perf_cli.h.
 //
-//   PerfOptions o = parse_perf_args({"allreduce", "-b", "8", "-e", "1M"});
-//   run_ranks(o.ranks, [&](Communicator& comm) { run_perf(comm, o, &std::cout); });
+//   PerfOptions o;
+//   o.collectives = {Collective::allreduce};
+//   o.max_bytes = 1 << 20;
+//   run_ranks(2, [&](Communicator& comm) { PerfReport r = run_perf(comm, o); });
 #pragma once
 
 #include "schedule/collective.h"
@@ -16,13 +19,13 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
-#include <ostream>
-#include <span>
 #include <string>
 #include <vector>
 
 namespace chorus::perf {
 
+// What to sweep, and how chorus-perf runs it (tools/perf_cli.h parses these
+// from nccl-tests' flags, named beside each field).
 struct PerfOptions {
   std::vector<Collective> collectives;             // positional: one name, or "all"
   size_t min_bytes = 8;                            // -b
@@ -41,7 +44,6 @@ struct PerfOptions {
   bool blocking = true;                            // -z
   std::vector<std::string> algorithms{"auto"};     // -a: names, "all" or "auto"
   int ranks = 2;                                   // --ranks
-  bool ranks_given = false;
   std::string transport = "auto";  // --transport
   std::string json_file;           // --json
   std::string calibrate_file;      // --calibrate: write a tuning file instead of a table
@@ -51,26 +53,20 @@ struct PerfOptions {
   bool corrupt_one = false;
 };
 
-// Parses the command line (without argv[0]). Throws Error(invalid_argument)
-// naming the flag and the value on bad input.
-PerfOptions parse_perf_args(std::span<const std::string> args);
-std::string perf_usage();
-
 // alpha (s per message) and beta (B/s) measured on this communicator.
 struct LinkEstimate {
   double alpha = 0;
   double beta = 0;
 };
-// Ping-pong between ranks 0 and 1 (the others wait): alpha is half the round
-// trip of an 8-byte message, beta from the half round trip of a large one
-// minus alpha. Medians of repeated trials; every rank gets rank 0's figures.
-// Zero for N == 1.
+// The communicator's calibration (tune/calibration.h: calibrate_link) with
+// its thorough options: ping-pong medians of every rank pair, the slowest
+// pair's figures on every rank. Zero for N == 1. Collective.
 LinkEstimate measure_link(Communicator& comm);
 
-// The seed's combined lower bound max(ceil(log2 N) alpha, B) with B the
-// bandwidth term of the collective (see src/model: (N-1) M / (N beta), or
-// M / beta for broadcast and reduce), in seconds. M is the row's size.
-double lower_bound_seconds(Collective c, int nranks, double bytes, const LinkEstimate& link);
+// The timed calls of a row: `iters` (-n), or where min_time (--min-time) is
+// set, as many calls of `per_call` seconds as last min_time, but no fewer than
+// `iters` and at most 10^6: iterations_for(5ms, 2e-3, 1) == 3.
+int iterations_for(std::chrono::microseconds min_time, double per_call, int iters);
 
 // nccl-tests' bus bandwidth factor: allreduce 2(N-1)/N; allgather,
 // reduce_scatter, alltoall (N-1)/N; broadcast, reduce 1.
@@ -94,7 +90,7 @@ struct PerfRow {
   int root = -1;               // -1 for collectives without a root
   PerfCell out_of_place, in_place;
   std::string algorithm;
-  double bound_us = 0;
+  double bound_us = 0;   // lower_bound(...).combined() at the measured alpha, beta
   double pct_bound = 0;  // bound / best time, in percent
 };
 
@@ -107,20 +103,23 @@ struct PerfReport {
   double avg_busbw = 0;
 };
 
+// What rank 0 hears while the sweep runs (each hook may be empty).
 struct PerfHooks {
-  // Rank 0 receives "12/40 allreduce 1048576 B" while the sweep runs.
+  // "12/40 allreduce 1048576 B float32 ring" before each row.
   std::function<void(const std::string&)> progress;
+  // Once the link is measured, before the first row: the report so far
+  // (nranks, transport, link; no rows yet).
+  std::function<void(const PerfReport&)> start;
+  // Each row as it completes.
+  std::function<void(const PerfRow&)> row;
 };
 
-// Runs the sweep. Every rank calls it with the same options; rank 0 prints the
-// header, the rows as they complete and the footer to `out` (if not null).
-PerfReport run_perf(Communicator& comm, const PerfOptions& options, std::ostream* out,
-                    const PerfHooks& hooks = {});
+// Runs the sweep. Every rank calls it with the same options; rank 0 calls the
+// hooks. Throws Error(invalid_argument) on an algorithm no swept collective
+// has, or a root outside the communicator.
+PerfReport run_perf(Communicator& comm, const PerfOptions& options, const PerfHooks& hooks = {});
 
-// The table pieces, exposed for tests.
-std::string format_header(const PerfOptions& options, const PerfReport& report);
-std::string format_row(const PerfRow& row);
-std::string format_footer(const PerfReport& report);
+// The report as JSON (chorus-perf --json).
 std::string to_json(const PerfOptions& options, const PerfReport& report);
 
 }  // namespace chorus::perf

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace chorus::perf {
 namespace {
@@ -15,15 +16,16 @@ bool reduces(Collective c) {
   return c == Collective::allreduce || c == Collective::reduce_scatter || c == Collective::reduce;
 }
 
-// The largest integer every partial sum must stay below to be exact in the
-// type (float16 and bfloat16 hold integers exactly up to 2^11 and 2^8), and,
-// for the integer types, below the wrap so that avg truncates a true sum.
+bool is_integer(DataType t) {
+  return t != DataType::float16 && t != DataType::bfloat16 && t != DataType::float32 &&
+         t != DataType::float64;
+}
+
+// The largest integer every partial sum of a float type must stay below to be
+// exact (float16 and bfloat16 hold integers exactly up to 2^11 and 2^8).
+// Integer types wrap, and a wrapped sum is exact in any order.
 double exact_limit(DataType t) {
   switch (t) {
-    case DataType::int8:
-      return 127;
-    case DataType::uint8:
-      return 255;
     case DataType::float16:
       return 2048;
     case DataType::bfloat16:
@@ -33,10 +35,12 @@ double exact_limit(DataType t) {
   }
 }
 
-// Sum inputs are (i + r) mod m with m chosen so that N (m-1) <= limit: any
-// partial sum of any subset of ranks is then an exact integer in the type.
+// Sum inputs are (i + r) mod m with m prime where it can be (rows of ranks do
+// not repeat in step) and, for the float types, N (m-1) <= limit: any partial
+// sum of any subset of ranks is then an exact integer in the type.
 size_t sum_modulus(DataType t, int nranks) {
-  constexpr size_t kMaxModulus = 61;  // prime: rows of ranks do not repeat in step
+  constexpr size_t kMaxModulus = 61;
+  if (is_integer(t)) return kMaxModulus;
   const auto limit = static_cast<size_t>(exact_limit(t));
   return std::clamp<size_t>(limit / static_cast<size_t>(nranks) + 1, 1, kMaxModulus);
 }
@@ -59,10 +63,18 @@ double residue_sum(size_t i, size_t n, size_t m) {
   return total;
 }
 
-// prod inputs are 2 where (i + r) % 8 == 0, else 1: the product is 2^k with
-// k = number of such ranks, at most ceil(N / 8), so exact up to N = 120 even
-// in float16 (2^15); integers wrap consistently in any order.
-constexpr size_t kProdPeriod = 8;
+// prod inputs are 2 where (i + r) % P == 0, else 1: the product is 2^k with k
+// the number of such ranks, at most ceil(N / P). P = 4 up to N = 60, and
+// wider beyond so that k <= 15: 2^k is exact in every float type (float16
+// included); integers wrap consistently in any order.
+size_t prod_period(int nranks) {
+  constexpr size_t kMinPeriod = 4;
+  constexpr size_t kMaxExponent = 15;
+  const auto n = static_cast<size_t>(nranks);
+  return std::max(kMinPeriod, (n + kMaxExponent - 1) / kMaxExponent);
+}
+
+}  // namespace
 
 double input_value(const CheckCase& c, int rank, size_t i) {
   const auto r = static_cast<size_t>(rank);
@@ -72,7 +84,7 @@ double input_value(const CheckCase& c, int rank, size_t i) {
       case ReduceOp::avg:
         return static_cast<double>((i + r) % sum_modulus(c.type, c.nranks));
       case ReduceOp::prod:
-        return (i + r) % kProdPeriod == 0 ? 2 : 1;
+        return (i + r) % prod_period(c.nranks) == 0 ? 2 : 1;
       case ReduceOp::min:
       case ReduceOp::max:
         break;
@@ -82,6 +94,9 @@ double input_value(const CheckCase& c, int rank, size_t i) {
   return static_cast<double>((r * 37 + i * 11 + 5) % 101);
 }
 
+namespace {
+
+// The exact reduction over all ranks of element i (for sum and avg the sum).
 double reduced_value(const CheckCase& c, size_t i) {
   const auto n = static_cast<size_t>(c.nranks);
   switch (c.op) {
@@ -89,9 +104,10 @@ double reduced_value(const CheckCase& c, size_t i) {
     case ReduceOp::avg:
       return residue_sum(i, n, sum_modulus(c.type, c.nranks));
     case ReduceOp::prod: {
-      // Ranks r < n with (i + r) % 8 == 0: r = (8 - i % 8) % 8 + 8j.
-      const size_t first = (kProdPeriod - i % kProdPeriod) % kProdPeriod;
-      const size_t k = first < n ? (n - 1 - first) / kProdPeriod + 1 : 0;
+      // Ranks r < n with (i + r) % P == 0: r = (P - i % P) % P + P j.
+      const size_t period = prod_period(c.nranks);
+      const size_t first = (period - i % period) % period;
+      const size_t k = first < n ? (n - 1 - first) / period + 1 : 0;
       return std::ldexp(1.0, static_cast<int>(k));
     }
     case ReduceOp::min:
@@ -110,46 +126,20 @@ double reduced_value(const CheckCase& c, size_t i) {
 // Element type behind a DataType, with exact conversion from the small
 // integers above (float16/bfloat16 stored as their 16-bit patterns).
 template <DataType T>
-struct Elem;
-template <>
-struct Elem<DataType::int8> {
-  using type = int8_t;
-};
-template <>
-struct Elem<DataType::uint8> {
-  using type = uint8_t;
-};
-template <>
-struct Elem<DataType::int32> {
-  using type = int32_t;
-};
-template <>
-struct Elem<DataType::uint32> {
-  using type = uint32_t;
-};
-template <>
-struct Elem<DataType::int64> {
-  using type = int64_t;
-};
-template <>
-struct Elem<DataType::uint64> {
-  using type = uint64_t;
-};
-template <>
-struct Elem<DataType::float16> {
-  using type = uint16_t;
-};
-template <>
-struct Elem<DataType::bfloat16> {
-  using type = uint16_t;
-};
-template <>
-struct Elem<DataType::float32> {
-  using type = float;
-};
-template <>
-struct Elem<DataType::float64> {
-  using type = double;
+auto elem_tag() {
+  if constexpr (T == DataType::int8) return int8_t{};
+  else if constexpr (T == DataType::uint8) return uint8_t{};
+  else if constexpr (T == DataType::int32) return int32_t{};
+  else if constexpr (T == DataType::uint32) return uint32_t{};
+  else if constexpr (T == DataType::int64) return int64_t{};
+  else if constexpr (T == DataType::uint64) return uint64_t{};
+  else if constexpr (T == DataType::float16 || T == DataType::bfloat16) return uint16_t{};
+  else if constexpr (T == DataType::float32) return float{};
+  else return double{};
+}
+template <DataType T>
+struct Elem {
+  using type = decltype(elem_tag<T>());
 };
 
 template <DataType T>
@@ -165,17 +155,23 @@ typename Elem<T>::type encode(double v) {
     return static_cast<E>(static_cast<int64_t>(v));  // modular, as chorus wraps
 }
 
-// avg of the exact sum as chorus computes it: integers truncate; float16 and
-// bfloat16 divide in float32, then round; float32 / float64 divide natively.
+// avg of the exact sum as chorus computes it: integers sum in the type (so
+// the sum wraps first), then truncate; float16 and bfloat16 divide in float32,
+// then round; float32 / float64 divide natively.
 template <DataType T>
 typename Elem<T>::type encode_avg(double sum, int n) {
   using E = typename Elem<T>::type;
-  if constexpr (T == DataType::float16 || T == DataType::bfloat16 || T == DataType::float32)
+  if constexpr (T == DataType::float16 || T == DataType::bfloat16 || T == DataType::float32) {
     return encode<T>(static_cast<double>(static_cast<float>(sum) / static_cast<float>(n)));
-  else if constexpr (T == DataType::float64)
+  } else if constexpr (T == DataType::float64) {
     return sum / n;
-  else
-    return static_cast<E>(static_cast<int64_t>(sum) / n);
+  } else {
+    const E wrapped = encode<T>(sum);
+    if constexpr (std::is_signed_v<E>)
+      return static_cast<E>(static_cast<int64_t>(wrapped) / n);
+    else
+      return static_cast<E>(static_cast<uint64_t>(wrapped) / static_cast<uint64_t>(n));
+  }
 }
 
 template <DataType T>
@@ -187,17 +183,14 @@ void fill_typed(const CheckCase& c, void* input) {
   for (size_t i = 0; i < n; ++i) p[i] = encode<T>(input_value(c, c.rank, i));
 }
 
-template <DataType T>
-size_t wrong_typed(const CheckCase& c, const void* output) {
-  using E = typename Elem<T>::type;
-  const auto* p = static_cast<const E*>(output);
+// Calls emit(at, want) for every element of this rank's output: `want` is
+// the exact value element `at` must hold, in the type's representation.
+template <DataType T, typename Emit>
+void for_each_expected(const CheckCase& c, Emit&& emit) {
   const auto n = static_cast<size_t>(c.nranks);
-  size_t wrong = 0;
-  // Compared bit for bit: a NaN poison never equals an expected value.
-  auto check = [&](size_t at, E want) { wrong += std::memcmp(&p[at], &want, sizeof(E)) != 0; };
   auto reduced = [&](size_t at, size_t index) {
     const double v = reduced_value(c, index);
-    check(at, c.op == ReduceOp::avg ? encode_avg<T>(v, c.nranks) : encode<T>(v));
+    emit(at, c.op == ReduceOp::avg ? encode_avg<T>(v, c.nranks) : encode<T>(v));
   };
   switch (c.collective) {
     case Collective::allreduce:
@@ -215,23 +208,47 @@ size_t wrong_typed(const CheckCase& c, const void* output) {
     case Collective::allgather:
       for (size_t j = 0; j < n; ++j)
         for (size_t i = 0; i < c.count; ++i)
-          check(j * c.count + i, encode<T>(input_value(c, static_cast<int>(j), i)));
+          emit(j * c.count + i, encode<T>(input_value(c, static_cast<int>(j), i)));
       break;
     case Collective::broadcast:
-      for (size_t i = 0; i < c.count; ++i) check(i, encode<T>(input_value(c, c.root, i)));
+      for (size_t i = 0; i < c.count; ++i) emit(i, encode<T>(input_value(c, c.root, i)));
       break;
     case Collective::alltoall: {
       // Block j of the output is block `rank` of rank j's input.
       const size_t base = static_cast<size_t>(c.rank) * c.count;
       for (size_t j = 0; j < n; ++j)
         for (size_t i = 0; i < c.count; ++i)
-          check(j * c.count + i, encode<T>(input_value(c, static_cast<int>(j), base + i)));
+          emit(j * c.count + i, encode<T>(input_value(c, static_cast<int>(j), base + i)));
       break;
     }
     case Collective::barrier:
       break;
   }
+}
+
+template <DataType T>
+size_t wrong_typed(const CheckCase& c, const void* output) {
+  using E = typename Elem<T>::type;
+  const auto* p = static_cast<const E*>(output);
+  size_t wrong = 0;
+  // Compared bit for bit: a NaN poison never equals an expected value.
+  for_each_expected<T>(c, [&](size_t at, E want) {
+    wrong += std::memcmp(&p[at], &want, sizeof(E)) != 0;
+  });
   return wrong;
+}
+
+template <DataType T>
+std::vector<std::byte> expected_typed(const CheckCase& c) {
+  using E = typename Elem<T>::type;
+  std::vector<std::byte> out;
+  if (c.collective == Collective::reduce && c.rank != c.root) return out;
+  CollectiveSpec spec{c.collective, c.nranks, c.rank, c.count, sizeof(E), c.root};
+  out.resize(buffer_counts(spec).output * sizeof(E));
+  for_each_expected<T>(c, [&](size_t at, E want) {
+    std::memcpy(out.data() + at * sizeof(E), &want, sizeof(E));
+  });
+  return out;
 }
 
 template <template <DataType> class F, typename... Args>
@@ -266,6 +283,10 @@ struct Fill {
   void operator()(const CheckCase& c, void* input) const { fill_typed<T>(c, input); }
 };
 template <DataType T>
+struct Expected {
+  std::vector<std::byte> operator()(const CheckCase& c) const { return expected_typed<T>(c); }
+};
+template <DataType T>
 struct Wrong {
   size_t operator()(const CheckCase& c, const void* output) const {
     return wrong_typed<T>(c, output);
@@ -280,6 +301,10 @@ void fill_input(const CheckCase& c, void* input) {
 
 size_t count_wrong(const CheckCase& c, const void* output) {
   return dispatch<Wrong>(c.type, c, output);
+}
+
+std::vector<std::byte> expected_output(const CheckCase& c) {
+  return dispatch<Expected>(c.type, c);
 }
 
 void poison(DataType type, void* data, size_t count) {

@@ -1,6 +1,7 @@
-// chorus-perf's library part: argument handling, the table format, the exact
-// checker, and that a forced corruption is counted and fails the sweep.
-#include "algorithms/algorithm.h"
+// chorus-perf's library part: the sweep and its report, the exact checker,
+// the bus bandwidth factors and the iteration count of --min-time.
+#include "core/reduce_kernels.h"
+#include "model/cost_model.h"
 #include "perf/perf.h"
 #include "perf/perf_check.h"
 
@@ -8,122 +9,119 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
-#include <sstream>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
 namespace chorus::perf {
 namespace {
 
-PerfOptions parse(std::vector<std::string> args) {
-  return parse_perf_args(args);
+using std::chrono::milliseconds;
+
+// A sweep of `c` from min_bytes to max_bytes with one timed call per row.
+PerfOptions options(std::vector<Collective> c, size_t min_bytes, size_t max_bytes) {
+  PerfOptions o;
+  o.collectives = std::move(c);
+  o.min_bytes = min_bytes;
+  o.max_bytes = max_bytes;
+  o.iters = 1;
+  o.warmup = 0;
+  return o;
 }
 
-void expect_invalid(std::vector<std::string> args, const std::string& mention) {
-  try {
-    parse(args);
-    ADD_FAILURE() << "accepted: " << mention;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+// The closed forms of the expected output against a serial fold of every
+// rank's input with the reduction kernels, rank 0 first: at rank counts
+// around each modulus and period, in every type and op.
+TEST(PerfCheck, ExpectedOutputIsTheSerialReductionOfTheInputs) {
+  for (int n : {1, 2, 3, 5, 8, 16, 17, 33, 60, 61, 62, 100, 130, 1024})
+    for (int t = 0; t < kDataTypeCount; ++t)
+      for (int o = 0; o < kReduceOpCount; ++o) {
+        const auto type = static_cast<DataType>(t);
+        const auto op = static_cast<ReduceOp>(o);
+        const size_t count = 131;  // two cycles of the largest modulus and more
+        const size_t es = dtype_size(type);
+        std::vector<std::byte> acc(count * es), in(count * es);
+        for (int r = 0; r < n; ++r) {
+          fill_input({Collective::allreduce, type, op, n, r, count, 0}, r == 0 ? acc.data() : in.data());
+          if (r > 0) reduce_into(type, op, acc.data(), acc.data(), in.data(), count);
+        }
+        if (op == ReduceOp::avg) divide_by(type, acc.data(), count, static_cast<size_t>(n));
+        const CheckCase c{Collective::allreduce, type, op, n, 0, count, 0};
+        EXPECT_EQ(expected_output(c), acc) << "N=" << n << " " << to_string(type) << " " << to_string(op);
+        EXPECT_EQ(count_wrong(c, acc.data()), 0u);
+      }
+}
+
+// Each rank's block of reduce_scatter and alltoall, and only the root's
+// output of reduce.
+TEST(PerfCheck, ExpectedOutputPlacesEveryRanksBlock) {
+  constexpr int n = 4;
+  constexpr size_t count = 5;
+  const CheckCase all{Collective::allreduce, DataType::int32, ReduceOp::sum, n, 0, count * n, 0};
+  const std::vector<std::byte> whole = expected_output(all);
+  for (int r = 0; r < n; ++r) {
+    const CheckCase rs{Collective::reduce_scatter, DataType::int32, ReduceOp::sum, n, r, count, 0};
+    const auto block = whole.begin() + static_cast<long>(r * count * sizeof(int32_t));
+    EXPECT_EQ(expected_output(rs), std::vector<std::byte>(block, block + count * sizeof(int32_t)));
+    // alltoall: block j of rank r's output is block r of rank j's input.
+    const CheckCase a2a{Collective::alltoall, DataType::int32, ReduceOp::sum, n, r, count, 0};
+    const std::vector<std::byte> got = expected_output(a2a);
+    for (int j = 0; j < n; ++j) {
+      std::vector<std::byte> input(count * n * sizeof(int32_t));
+      fill_input({Collective::alltoall, DataType::int32, ReduceOp::sum, n, j, count, 0}, input.data());
+      const auto from = input.begin() + static_cast<long>(r * count * sizeof(int32_t));
+      EXPECT_TRUE(std::equal(from, from + count * sizeof(int32_t),
+                             got.begin() + static_cast<long>(j * count * sizeof(int32_t))));
+    }
+    const CheckCase red{Collective::reduce, DataType::int32, ReduceOp::sum, n, r, count, 2};
+    EXPECT_EQ(expected_output(red).size(), r == 2 ? count * sizeof(int32_t) : 0u);
   }
 }
 
-TEST(PerfArgs, NcclTestsFlagsAndDefaults) {
-  PerfOptions d = parse({"allreduce"});
-  EXPECT_EQ(d.collectives, std::vector<Collective>{Collective::allreduce});
-  EXPECT_EQ(d.min_bytes, 8u);
-  EXPECT_TRUE(d.check);
-  EXPECT_EQ(d.algorithms, std::vector<std::string>{"auto"});
-
-  PerfOptions o = parse({"alltoall",
-                         "-b",
-                         "4K",
-                         "-e",
-                         "64M",
-                         "-f",
-                         "4",
-                         "-n",
-                         "7",
-                         "-w",
-                         "0",
-                         "-c",
-                         "0",
-                         "-d",
-                         "int32,bfloat16",
-                         "-o",
-                         "max",
-                         "-r",
-                         "1",
-                         "-z",
-                         "0",
-                         "-a",
-                         "pairwise,bruck",
-                         "--ranks",
-                         "3",
-                         "--json",
-                         "x.json"});
-  EXPECT_EQ(o.collectives, std::vector<Collective>{Collective::alltoall});
-  EXPECT_EQ(o.min_bytes, 4096u);
-  EXPECT_EQ(o.max_bytes, size_t{64} << 20);
-  EXPECT_EQ(o.step_factor, 4.0);
-  EXPECT_EQ(o.iters, 7);
-  EXPECT_EQ(o.warmup, 0);
-  EXPECT_FALSE(o.check);
-  EXPECT_EQ(o.types, (std::vector<DataType>{DataType::int32, DataType::bfloat16}));
-  EXPECT_EQ(o.ops, std::vector<ReduceOp>{ReduceOp::max});
-  EXPECT_EQ(o.root, 1);
-  EXPECT_FALSE(o.blocking);
-  EXPECT_EQ(o.algorithms, (std::vector<std::string>{"pairwise", "bruck"}));
-  EXPECT_EQ(o.ranks, 3);
-  EXPECT_EQ(o.json_file, "x.json");
-
-  EXPECT_EQ(parse({"all", "-d", "all", "-o", "all"}).collectives.size(), 6u);
-  EXPECT_EQ(parse({"all", "-d", "all"}).types.size(), static_cast<size_t>(kDataTypeCount));
-  EXPECT_EQ(parse({"reduce", "-o", "all"}).ops.size(), static_cast<size_t>(kReduceOpCount));
-  EXPECT_TRUE(parse({"--help"}).help);
+// Runs a sweep on in-process ranks and returns rank 0's report.
+PerfReport sweep(int nranks, const PerfOptions& o) {
+  PerfReport report;
+  testing::run_ranks(nranks, [&](Communicator& comm) {
+    PerfReport r = run_perf(comm, o);
+    if (comm.rank() == 0) report = std::move(r);
+  });
+  return report;
 }
 
-TEST(PerfArgs, BadInputIsAnInvalidArgumentNamingTheFlag) {
-  expect_invalid({}, "collective");
-  expect_invalid({"allreduce", "allgather"}, "second collective");
-  expect_invalid({"barrier"}, "unknown collective");
-  expect_invalid({"allreduce", "-x", "1"}, "unknown flag");
-  expect_invalid({"allreduce", "-b"}, "needs a value");
-  expect_invalid({"allreduce", "-b", "12Q"}, "suffix");
-  expect_invalid({"allreduce", "-b", "1M", "-e", "1K"}, "larger than -e");
-  expect_invalid({"allreduce", "-b", "0"}, "at least 1 byte");
-  expect_invalid({"allreduce", "-f", "1"}, "-f");
-  expect_invalid({"allreduce", "-n", "0"}, "-n");
-  expect_invalid({"allreduce", "-c", "2"}, "-c");
-  expect_invalid({"allreduce", "-d", "float128"}, "unknown dtype");
-  expect_invalid({"allreduce", "-o", "xor"}, "unknown op");
-  expect_invalid({"allreduce", "--ranks", "0"}, "--ranks");
-  expect_invalid({"allreduce", "--transport", "ib"}, "--transport");
-  expect_invalid({"allreduce", "--min-time", "-1"}, "--min-time");
-  expect_invalid({"allreduce", "--min-time", "soon"}, "--min-time");
-}
-
-TEST(PerfArgs, MinTimeIsInMilliseconds) {
-  EXPECT_EQ(parse({"allreduce"}).min_time.count(), 0);
-  EXPECT_EQ(parse({"allreduce", "--min-time", "5"}).min_time, std::chrono::milliseconds(5));
-}
-
-TEST(PerfFormulas, BusBandwidthFactorsAndLowerBound) {
+TEST(PerfFormulas, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::allreduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::allgather, 4), 0.75);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::reduce_scatter, 4), 0.75);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::alltoall, 4), 0.75);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::broadcast, 4), 1.0);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::reduce, 4), 1.0);
-  const LinkEstimate link{2e-6, 1e9};
-  // Small message: latency term ceil(log2 5) alpha = 3 alpha.
-  EXPECT_DOUBLE_EQ(lower_bound_seconds(Collective::allreduce, 5, 8, link), 6e-6);
-  // Large: (N-1) M / (N beta), and M / beta for broadcast.
-  EXPECT_DOUBLE_EQ(lower_bound_seconds(Collective::allreduce, 4, 4e6, link), 3e-3);
-  EXPECT_DOUBLE_EQ(lower_bound_seconds(Collective::broadcast, 4, 4e6, link), 4e-3);
-  EXPECT_EQ(lower_bound_seconds(Collective::allreduce, 1, 4e6, link), 0.0);
+}
+
+// --min-time: enough calls of the probed length to last min_time, between -n
+// and 10^6; without it, exactly -n.
+TEST(PerfIterations, MinTimeRaisesTheCountOfShortCallsOnly) {
+  EXPECT_EQ(iterations_for(milliseconds(0), 1e-6, 7), 7);
+  EXPECT_EQ(iterations_for(milliseconds(0), 10.0, 7), 7);
+  EXPECT_EQ(iterations_for(milliseconds(50), std::ldexp(1.0, -20), 1), 52429);  // 52428.8
+  EXPECT_EQ(iterations_for(milliseconds(5), 2e-3, 1), 3);  // 2.5 calls, rounded up
+  EXPECT_EQ(iterations_for(milliseconds(5), 2e-3, 20), 20);  // never below -n
+  EXPECT_EQ(iterations_for(milliseconds(5), 1.0, 1), 1);
+  EXPECT_EQ(iterations_for(milliseconds(5), 1e-12, 1), 1000000);  // capped
+  EXPECT_EQ(iterations_for(milliseconds(5), 0.0, 1), 1000000);
+}
+
+TEST(PerfRun, RowsTimeExactlyTheIterationsOfDashN) {
+  PerfOptions o = options({Collective::allreduce}, 8, 64);
+  o.iters = 3;
+  o.check = false;
+  const PerfReport rep = sweep(2, o);
+  ASSERT_EQ(rep.rows.size(), 4u);
+  for (const PerfRow& r : rep.rows) {
+    EXPECT_EQ(r.out_of_place.iters, 3);
+    EXPECT_EQ(r.in_place.iters, 3);
+  }
 }
 
 TEST(PerfCheck, CountsEveryWrongElementOfEveryType) {
@@ -142,131 +140,43 @@ TEST(PerfCheck, CountsEveryWrongElementOfEveryType) {
   }
 }
 
-// Runs a sweep on in-process ranks and returns rank 0's report and output.
-PerfReport sweep(int nranks, const PerfOptions& o, std::string* text) {
-  PerfReport report;
-  std::ostringstream out;
-  testing::run_ranks(nranks, [&](Communicator& comm) {
-    PerfReport r = run_perf(comm, o, &out);
-    if (comm.rank() == 0) report = std::move(r);
-  });
-  if (text) *text = out.str();
-  return report;
-}
-
 TEST(PerfRun, EveryCollectiveDtypeAndOpChecksClean) {
-  PerfOptions o = parse({"all", "-b", "1", "-e", "300", "-f", "17", "-n", "1", "-w", "0", "-d",
-                         "all", "-o", "all", "-r", "2", "-a", "all"});
-  const PerfReport rep = sweep(3, o, nullptr);
+  PerfOptions o = options({Collective::allreduce, Collective::allgather,
+                            Collective::reduce_scatter, Collective::broadcast, Collective::reduce,
+                            Collective::alltoall},
+                           1, 300);
+  o.step_factor = 17;
+  o.types.clear();
+  for (int t = 0; t < kDataTypeCount; ++t) o.types.push_back(static_cast<DataType>(t));
+  o.ops.clear();
+  for (int x = 0; x < kReduceOpCount; ++x) o.ops.push_back(static_cast<ReduceOp>(x));
+  o.root = 2;
+  o.algorithms = {"all"};
+  const PerfReport rep = sweep(3, o);
   EXPECT_EQ(rep.wrong, 0u);
   size_t checked = 0;
   for (const PerfRow& r : rep.rows) {
     EXPECT_TRUE(r.out_of_place.measured);
     EXPECT_EQ(r.in_place.measured, r.collective != Collective::alltoall);
     checked += r.out_of_place.measured + r.in_place.measured;
+    // The size is the model's M of a whole number of API elements, and the
+    // bound the cost model's at the measured link.
+    const double unit = model_bytes(r.collective, 3, 1, dtype_size(r.type));
+    EXPECT_EQ(r.bytes % static_cast<size_t>(unit), 0u) << r.bytes;
+    const CostParams link{rep.link.alpha, rep.link.beta};
+    EXPECT_DOUBLE_EQ(r.bound_us,
+                     lower_bound(r.collective, 3, static_cast<double>(r.bytes), link).combined() * 1e6);
   }
   EXPECT_GT(checked, 100u);
 }
 
-TEST(PerfRun, TableHasNcclTestsColumnsAndFooter) {
-  PerfOptions o = parse({"allreduce", "-b", "8", "-e", "1K", "-n", "2", "-w", "1"});
-  std::string text;
-  const PerfReport rep = sweep(2, o, &text);
-  ASSERT_EQ(rep.rows.size(), 8u);  // 8, 16, ..., 1024
-  for (const char* col : {"out-of-place", "in-place", "size", "count", "type", "redop", "root",
-                          "time", "algbw", "busbw", "#wrong", "algo", "bound", "%bound", "alpha",
-                          "beta", "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : "})
-    EXPECT_NE(text.find(col), std::string::npos) << col << "\n" << text;
-  // Each data row: size count type redop root, 4 + 4 cells, algo, bound, %bound.
-  std::istringstream lines(text);
-  std::string line;
-  size_t rows = 0;
-  while (std::getline(lines, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream f(line);
-    std::vector<std::string> w;
-    for (std::string x; f >> x;) w.push_back(x);
-    ASSERT_EQ(w.size(), 16u) << line;
-    EXPECT_EQ(w[0], std::to_string(rep.rows[rows].bytes));
-    EXPECT_EQ(w[2], "float32");
-    EXPECT_EQ(w[3], "sum");
-    EXPECT_EQ(w[4], "-1");
-    EXPECT_EQ(w[8], "0");
-    EXPECT_EQ(w[12], "0");
-    // "auto" shows the algorithm chorus chose, a registered allreduce one.
-    EXPECT_EQ(w[13], rep.rows[rows].algorithm);
-    EXPECT_NE(find_algorithm(Collective::allreduce, w[13]), nullptr) << w[13];
-    ++rows;
-  }
-  EXPECT_EQ(rows, 8u);
-  EXPECT_GT(rep.link.alpha, 0);
-  EXPECT_GT(rep.link.beta, 0);
-  // busbw = algbw * 2(N-1)/N = algbw at N = 2.
-  for (const PerfRow& r : rep.rows) EXPECT_DOUBLE_EQ(r.out_of_place.busbw, r.out_of_place.algbw);
-}
-
-TEST(PerfRun, ForcedCorruptionIsCountedAndFails) {
-  PerfOptions o = parse(
-      {"alltoall", "-b", "64", "-e", "256", "-n", "1", "-w", "0", "--corrupt-one", "-a", "all"});
-  std::string text;
-  const PerfReport rep = sweep(4, o, &text);
-  ASSERT_FALSE(rep.rows.empty());
-  // One wrong element per checked cell (alltoall: out-of-place only).
-  EXPECT_EQ(rep.wrong, rep.rows.size());
-  for (const PerfRow& r : rep.rows) EXPECT_EQ(r.out_of_place.wrong, 1u);
-  EXPECT_NE(text.find("FAILED"), std::string::npos) << text;
-  EXPECT_NE(text.find("N/A"), std::string::npos) << "in-place alltoall shown as N/A";
-}
-
 TEST(PerfRun, UnknownAlgorithmAndBadRootAreRejected) {
-  PerfOptions o = parse({"allreduce", "-a", "nosuch", "-n", "1", "-e", "64"});
-  EXPECT_THROW(sweep(2, o, nullptr), Error);
-  PerfOptions r = parse({"broadcast", "-r", "5", "-n", "1", "-e", "64"});
-  EXPECT_THROW(sweep(2, r, nullptr), Error);
-}
-
-// A value wider than its column (a 256 MiB call over tcp takes more than
-// 100000 us; a huge row count) stays a field of its own.
-TEST(PerfFormat, WideValuesStaySeparateFields) {
-  PerfRow r;
-  r.bytes = 268435456;
-  r.count = 67108864;
-  r.out_of_place = {true, 116662.16, 2.30, 2.30, 0};
-  r.in_place = {true, 123456789.5, 0.01, 0.01, 0};
-  r.algorithm = "a_very_long_algorithm_name";
-  r.bound_us = 1234567890.0;
-  r.pct_bound = 42.9;
-  std::istringstream f(format_row(r));
-  std::vector<std::string> w;
-  for (std::string x; f >> x;) w.push_back(x);
-  ASSERT_EQ(w.size(), 16u) << format_row(r);
-  EXPECT_EQ(w[4], "-1");
-  EXPECT_EQ(w[5], "116662.16");
-  EXPECT_EQ(w[9], "123456789.50");
-  EXPECT_EQ(w[13], "a_very_long_algorithm_name");
-  EXPECT_EQ(w[14], "1234567890.00");
-}
-
-// An 8-byte call takes microseconds: -n 1 with --min-time 50 runs many more
-// calls; without --min-time a row runs exactly -n.
-TEST(PerfRun, MinTimeRaisesTheIterationsOfShortRows) {
-  const PerfReport plain =
-      sweep(2, parse({"allreduce", "-b", "8", "-e", "8", "-n", "1", "-c", "0"}), nullptr);
-  ASSERT_EQ(plain.rows.size(), 1u);
-  EXPECT_EQ(plain.rows[0].out_of_place.iters, 1);
-  const PerfReport timed =
-      sweep(2, parse({"allreduce", "-b", "8", "-e", "8", "-n", "1", "-c", "0", "--min-time", "50"}),
-            nullptr);
-  ASSERT_EQ(timed.rows.size(), 1u);
-  EXPECT_GT(timed.rows[0].out_of_place.iters, 10);
-  EXPECT_GT(timed.rows[0].in_place.iters, 10);
-}
-
-TEST(PerfRun, UncheckedSweepSaysNotApplicable) {
-  PerfOptions o = parse({"broadcast", "-b", "64", "-e", "64", "-n", "1", "-c", "0"});
-  std::string text;
-  sweep(2, o, &text);
-  EXPECT_NE(text.find("N/A"), std::string::npos) << text;
+  PerfOptions o = options({Collective::allreduce}, 8, 64);
+  o.algorithms = {"nosuch"};
+  EXPECT_THROW(sweep(2, o), Error);
+  PerfOptions r = options({Collective::broadcast}, 8, 64);
+  r.root = 5;
+  EXPECT_THROW(sweep(2, r), Error);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// The collective test grid: exact test data, a serial reference and a checker,
-// shared by the in-process, shared-memory and TCP test suites.
+// The collective test grid, shared by the in-process, shared-memory and TCP
+// test suites: the cases, and a runner that compares every rank's output bit
+// for bit with the exact expected output.
 //
-// Inputs depend on (rank, element) and are chosen so that the exact result is
-// representable in every DataType whatever the reduction order (small integers;
-// prod uses factors of 1 and 2), so results are compared bit for bit against
-// the reference. Equality with the reference on every rank means all ranks
-// agree bitwise.
+// The test data and the expected outputs are perf/perf_check.h's (small
+// integers, exact in every DataType whatever the reduction order; see there),
+// computed serially from closed forms, not by chorus. Equality with the
+// reference on every rank means all ranks agree bitwise.
 #pragma once
 
 #include <chorus/chorus.h>
@@ -22,21 +22,6 @@
 #include <vector>
 
 namespace chorus::test {
-
-// Value of element i of rank r's input, as a double holding a small integer.
-double input_value(Collective c, DataType t, ReduceOp op, int rank, size_t i);
-
-// Writes `count` elements of type t holding the given doubles (exact).
-void store(DataType t, const std::vector<double>& values, void* dst);
-std::vector<std::byte> encode(DataType t, const std::vector<double>& values);
-
-// Expected output of rank `rank` for a call, as bytes of type t.
-std::vector<std::byte> expected_output(Collective c, DataType t, ReduceOp op, int nranks,
-                                       int rank, size_t count, int root);
-
-// Rank `rank`'s input buffer for a call, as bytes.
-std::vector<std::byte> make_input(Collective c, DataType t, ReduceOp op, int nranks, int rank,
-                                  size_t count);
 
 struct GridCase {
   Collective collective;

@@ -8,6 +8,7 @@
 //   (one command line)
 //
 // tools/chorus_sim.cc is a thin main over sim_cli_main; tests call it directly.
+// The sweep itself (and its JSON) is src/sim/sweep.h.
 #pragma once
 
 #include <iosfwd>

@@ -1,6 +1,6 @@
 // chorus-sim command line: the table, crossovers, JSON rows, and clear errors
 // with a non-zero exit status on bad input.
-#include "sim/sim_cli.h"
+#include "sim_cli.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,21 +1,19 @@
-#include "sim/sim_cli.h"
+#include "sim_cli.h"
 
 #include "algorithms/algorithm.h"
 #include "core/check.h"
 #include "model/cost_model.h"
 #include "model/units.h"
-#include "sim/simulator.h"
+#include "tune/sim_sweep.h"
 #include "sim/topology.h"
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <chorus/types.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <optional>
 #include <ostream>
 #include <spawn.h>
 #include <sstream>
@@ -24,15 +22,6 @@
 
 namespace chorus {
 namespace {
-
-struct Row {
-  double bytes = 0;
-  std::string algo;
-  double time = 0;
-  std::optional<double> formula;
-  double bound = 0;
-  bool fastest = false;
-};
 
 struct Args {
   std::string collective;
@@ -132,49 +121,11 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   }
   if (algos.empty()) fail(ErrorCode::invalid_argument, "no algorithm for ", a.collective);
 
-  // A size is the model's M (cost_model.h): for allgather, reduce_scatter and
-  // alltoall the whole N-block buffer, so the count per block is M / (N es).
-  const bool per_block = *coll == Collective::allgather ||
-                         *coll == Collective::reduce_scatter || *coll == Collective::alltoall;
-  std::vector<size_t> sizes = *coll == Collective::barrier ? std::vector<size_t>{0}
-                                                           : sizes_of(a, app);
-  std::vector<std::vector<Row>> table;
-  for (size_t size : sizes) {
-    const size_t count =
-        size / es / (per_block ? static_cast<size_t>(a.ranks) : 1);
-    const double m = model_bytes(*coll, a.ranks, count, es);
-    std::vector<Row> rows;
-    for (const Algorithm* al : algos) {
-      CollectiveSpec spec{*coll, a.ranks, 0, count, es, 0};
-      bool ok = true;
-      for (int r = 0; r < a.ranks && ok; ++r) {
-        spec.rank = r;
-        if (Support s = supports(*al, spec); !s) {
-          err << "note: " << al->name << " skipped at " << format_size(size) << ": " << s.reason
-              << "\n";
-          ok = false;
-        }
-      }
-      if (!ok) continue;
-      spec.rank = 0;
-      const auto programs = build_all(*al, spec);
-      const SimResult res = simulate(programs, *topo, SimOptions{a.ports, params.gamma, es});
-      Row row{m, std::string(al->name), res.time, std::nullopt,
-              lower_bound(*coll, a.ranks, m, params).combined(), false};
-      // The closed form only where it is exact: on the topology and port
-      // count it assumes.
-      if (const ClosedForm* f = closed_form_on(*al, topo->name(), a.ranks, a.ports))
-        if (Prediction p = f->at(a.ranks, m, params); p.ok) row.formula = p.seconds;
-      rows.push_back(std::move(row));
-    }
-    if (!rows.empty()) {
-      size_t best = 0;
-      for (size_t i = 1; i < rows.size(); ++i)
-        if (rows[i].time < rows[best].time) best = i;
-      rows[best].fastest = true;
-    }
-    table.push_back(std::move(rows));
-  }
+  const SimSweepSpec spec{*coll, a.ranks, es, params, algos,
+                          *coll == Collective::barrier ? std::vector<size_t>{0} : sizes_of(a, app)};
+  const SimSweep sweep = sim_sweep(spec, *topo);
+  for (const std::string& note : sweep.skipped) err << "note: " << note << "\n";
+  const auto& table = sweep.sizes;
 
   out << "# " << a.collective << " N=" << a.ranks << " topology=" << topo->name()
       << " ports=" << a.ports << " alpha=" << format_time(params.alpha)
@@ -189,7 +140,7 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
     return o.str();
   };
   for (const auto& rows : table)
-    for (const Row& r : rows) {
+    for (const SimRow& r : rows) {
       const double pct = r.time > 0 ? 100 * r.bound / r.time : 100;
       std::ostringstream p;
       p << std::fixed << std::setprecision(1) << pct;
@@ -202,7 +153,7 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   std::string prev;
   bool any = false;
   for (const auto& rows : table)
-    for (const Row& r : rows) {
+    for (const SimRow& r : rows) {
       if (!r.fastest) continue;
       if (!prev.empty() && r.algo != prev) {
         out << (any ? ", " : "crossovers: ") << prev << " -> " << r.algo << " at "
@@ -215,24 +166,9 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
                                " is fastest at every size)\n"));
 
   if (!a.json.empty()) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& rows : table)
-      for (const Row& r : rows)
-        j.push_back({{"collective", a.collective},
-                     {"ranks", a.ranks},
-                     {"bytes", static_cast<uint64_t>(r.bytes)},
-                     {"algo", r.algo},
-                     {"topology", topo->name()},
-                     {"ports", a.ports},
-                     {"alpha_s", params.alpha},
-                     {"beta_Bps", params.beta},
-                     {"gamma_s_per_B", params.gamma},
-                     {"time_s", r.time},
-                     {"formula_s", r.formula ? nlohmann::json(*r.formula) : nlohmann::json()},
-                     {"bound_s", r.bound}});
     std::ofstream f(a.json);
     if (!f) fail(ErrorCode::invalid_argument, "--json: cannot write '", a.json, "'");
-    f << j.dump(2) << "\n";
+    f << sim_sweep_json(spec, *topo, sweep) << "\n";
     if (!f) fail(ErrorCode::system, "--json: writing '", a.json, "' failed");
   }
 
@@ -249,7 +185,7 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
     for (const Algorithm* al : algos) {
       bool header = false;
       for (const auto& rows : table)
-        for (const Row& r : rows)
+        for (const SimRow& r : rows)
           if (r.algo == al->name && r.bytes > 0) {
             if (!header) f << (blocks ? "\n\n" : "") << "size " << al->name << "\n";
             header = true;

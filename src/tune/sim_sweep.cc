@@ -1,0 +1,80 @@
+#include "tune/sim_sweep.h"
+
+#include "core/check.h"
+#include "model/units.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chorus/types.h>
+
+namespace chorus {
+
+SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
+  const int n = spec.ranks;
+  const size_t es = spec.elem_size;
+  // A size is the model's M: for allgather, reduce_scatter and alltoall the
+  // whole N-block buffer, so the count per block is M / (N es).
+  const bool per_block = spec.collective == Collective::allgather ||
+                         spec.collective == Collective::reduce_scatter ||
+                         spec.collective == Collective::alltoall;
+  SimSweep out;
+  for (size_t size : spec.sizes) {
+    const size_t count = size / es / (per_block ? static_cast<size_t>(n) : 1);
+    const double m = model_bytes(spec.collective, n, count, es);
+    std::vector<SimRow> rows;
+    for (const Algorithm* al : spec.algorithms) {
+      CollectiveSpec cs{spec.collective, n, 0, count, es, 0};
+      bool ok = true;
+      for (int r = 0; r < n && ok; ++r) {
+        cs.rank = r;
+        if (Support s = supports(*al, cs); !s) {
+          out.skipped.push_back(str_cat(al->name, " skipped at ", format_size(size), ": ", s.reason));
+          ok = false;
+        }
+      }
+      if (!ok) continue;
+      cs.rank = 0;
+      const auto programs = build_all(*al, cs);
+      const SimResult res =
+          simulate(programs, topology, SimOptions{spec.params.ports, spec.params.gamma, es});
+      SimRow row{m, std::string(al->name), res.time, std::nullopt,
+                 lower_bound(spec.collective, n, m, spec.params).combined(), false};
+      // The closed form only where it is exact: on the topology and port
+      // count it assumes.
+      if (const ClosedForm* f =
+              closed_form_on(*al, topology.name(), n, spec.params.ports))
+        if (Prediction p = f->at(n, m, spec.params); p.ok) row.formula = p.seconds;
+      rows.push_back(std::move(row));
+    }
+    if (!rows.empty()) {
+      size_t best = 0;
+      for (size_t i = 1; i < rows.size(); ++i)
+        if (rows[i].time < rows[best].time) best = i;
+      rows[best].fastest = true;
+    }
+    out.sizes.push_back(std::move(rows));
+  }
+  return out;
+}
+
+std::string sim_sweep_json(const SimSweepSpec& spec, const Topology& topology,
+                           const SimSweep& sweep) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& rows : sweep.sizes)
+    for (const SimRow& r : rows)
+      j.push_back({{"collective", std::string(to_string(spec.collective))},
+                   {"ranks", spec.ranks},
+                   {"bytes", static_cast<uint64_t>(r.bytes)},
+                   {"algo", r.algo},
+                   {"topology", topology.name()},
+                   {"ports", spec.params.ports},
+                   {"alpha_s", spec.params.alpha},
+                   {"beta_Bps", spec.params.beta},
+                   {"gamma_s_per_B", spec.params.gamma},
+                   {"time_s", r.time},
+                   {"formula_s", r.formula ? nlohmann::json(*r.formula) : nlohmann::json()},
+                   {"bound_s", r.bound}});
+  return j.dump(2);
+}
+
+}  // namespace chorus
