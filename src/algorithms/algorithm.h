@@ -97,7 +97,7 @@ Prediction closed_form(const Algorithm& algorithm, int nranks, double bytes,
                        const CostParams& params);
 // Its form that is exact on `topology` with `ports` ports at N ranks, or
 // nullptr.
-const ClosedForm* closed_form_on(const Algorithm& algorithm, std::string_view topology,
-                                 int nranks, int ports);
+const ClosedForm* closed_form_on(const Algorithm& algorithm, std::string_view topology, int nranks,
+                                 int ports);
 
 }  // namespace chorus

@@ -181,7 +181,6 @@ void emit_allgather(ProgramBuilder& b, int n, int r, const std::function<Region(
   }
 }
 
-
 Program build_bidir_ring_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
@@ -279,7 +278,9 @@ Program build_bidir_ring_reduce_scatter(const CollectiveSpec& spec) {
 // ReduceScatter step the two partial sums of a chunk meet at its owner, which
 // folds them one after the other: one gamma M/N more (for N >= 3, where both
 // directions exist).
-double bidir_folds(int n) { return n / 2 + (n >= 3 ? 1 : 0); }
+double bidir_folds(int n) {
+  return n / 2 + (n >= 3 ? 1 : 0);
+}
 
 Prediction bidir_allreduce_time(int n, double m, const CostParams& p) {
   const double a = n / 2;
@@ -308,17 +309,28 @@ constexpr ClosedForm kReduceScatterCost[] = {
 }  // namespace
 
 extern const Algorithm kBidirRingAllreduce{
-    Collective::allreduce, "bidir_ring", "ReduceScatter + AllGather, chunks going both ways round",
-    build_bidir_ring_allreduce, nullptr, kAllreduceCost,
+    Collective::allreduce,
+    "bidir_ring",
+    "ReduceScatter + AllGather, chunks going both ways round",
+    build_bidir_ring_allreduce,
+    nullptr,
+    kAllreduceCost,
     "any N; N = 2 uses one direction"};
 extern const Algorithm kBidirRingAllgather{
-    Collective::allgather, "bidir_ring", "floor(N/2) steps passing blocks both ways round the ring",
-    build_bidir_ring_allgather, nullptr, kAllgatherCost,
+    Collective::allgather,
+    "bidir_ring",
+    "floor(N/2) steps passing blocks both ways round the ring",
+    build_bidir_ring_allgather,
+    nullptr,
+    kAllgatherCost,
     "any N"};
 extern const Algorithm kBidirRingReduceScatter{
-    Collective::reduce_scatter, "bidir_ring",
-    "floor(N/2) steps, partial sums meeting from both sides", build_bidir_ring_reduce_scatter,
-    nullptr, kReduceScatterCost,
+    Collective::reduce_scatter,
+    "bidir_ring",
+    "floor(N/2) steps, partial sums meeting from both sides",
+    build_bidir_ring_reduce_scatter,
+    nullptr,
+    kReduceScatterCost,
     "any N"};
 
 }  // namespace chorus

@@ -71,8 +71,8 @@ struct ReducePhase {
 ReducePhase reduce_phase(ProgramBuilder& b, const Tree& t, int rank, Region in, Region acc) {
   ReducePhase out{{}, in, std::nullopt};
   for (auto it = t.node.children.rbegin(); it != t.node.children.rend(); ++it) {
-    out.folded = {b.recv_reduce(*it, out.sum, acc, out.folded,
-                                static_cast<uint32_t>(t.level(*it)))};
+    out.folded = {
+        b.recv_reduce(*it, out.sum, acc, out.folded, static_cast<uint32_t>(t.level(*it)))};
     out.sum = acc;
   }
   if (t.node.parent >= 0)
@@ -183,9 +183,9 @@ Prediction reduce_broadcast_time(int n, double m, const CostParams& p) {
   return Prediction::time(r.seconds + broadcast_time(n, m, p).seconds);
 }
 
-constexpr ClosedForm kBroadcastCost[] = {
-    {broadcast_time, 0, "switch",
-     "T(N), T(1)=0, T(n)=max_j(alpha + ceil(j/d) M/beta + T(size_j)); N=2^L, d=1: L(alpha+M/beta)"}};
+constexpr ClosedForm kBroadcastCost[] = {{broadcast_time, 0, "switch",
+                                          "T(N), T(1)=0, T(n)=max_j(alpha + ceil(j/d) M/beta + "
+                                          "T(size_j)); N=2^L, d=1: L(alpha+M/beta)"}};
 constexpr ClosedForm kReduceCost[] = {
     {reduce_time, 0, "switch", "log2 N (alpha + M/beta + gamma M), N a power of two"}};
 constexpr ClosedForm kReduceBroadcastCost[] = {
@@ -194,17 +194,20 @@ constexpr ClosedForm kReduceBroadcastCost[] = {
 
 }  // namespace
 
-extern const Algorithm kBinomialBroadcast{Collective::broadcast, "binomial",
-                                          "binomial tree from the root",
-                                          build_binomial_broadcast, nullptr, kBroadcastCost,
+extern const Algorithm kBinomialBroadcast{
+    Collective::broadcast,    "binomial", "binomial tree from the root",
+    build_binomial_broadcast, nullptr,    kBroadcastCost,
     "any N, any root"};
-extern const Algorithm kBinomialReduce{Collective::reduce, "binomial",
-                                       "binomial tree towards the root", build_binomial_reduce,
-                                       nullptr, kReduceCost,
+extern const Algorithm kBinomialReduce{
+    Collective::reduce,    "binomial", "binomial tree towards the root",
+    build_binomial_reduce, nullptr,    kReduceCost,
     "any N, any root"};
-extern const Algorithm kReduceBroadcastAllreduce{
-    Collective::allreduce, "reduce_broadcast", "binomial Reduce to rank 0 + binomial Broadcast",
-    build_reduce_broadcast, nullptr, kReduceBroadcastCost,
-    "any N"};
+extern const Algorithm kReduceBroadcastAllreduce{Collective::allreduce,
+                                                 "reduce_broadcast",
+                                                 "binomial Reduce to rank 0 + binomial Broadcast",
+                                                 build_reduce_broadcast,
+                                                 nullptr,
+                                                 kReduceBroadcastCost,
+                                                 "any N"};
 
 }  // namespace chorus

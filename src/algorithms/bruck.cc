@@ -173,15 +173,21 @@ constexpr ClosedForm kAllgatherCost[] = {
 
 }  // namespace
 
-extern const Algorithm kBruckAllgather{Collective::allgather, "bruck",
+extern const Algorithm kBruckAllgather{Collective::allgather,
+                                       "bruck",
                                        "ceil(log2 N) steps for any N, rotated gather",
-                                       build_bruck_allgather, nullptr, kAllgatherCost,
-    "any N"};
+                                       build_bruck_allgather,
+                                       nullptr,
+                                       kAllgatherCost,
+                                       "any N"};
 // AllToAll's packing copies have no place in the alpha-beta model: no closed
 // form, the simulator gives its time.
-extern const Algorithm kBruckAlltoall{Collective::alltoall, "bruck",
+extern const Algorithm kBruckAlltoall{Collective::alltoall,
+                                      "bruck",
                                       "ceil(log2 N) steps of packed blocks (small blocks)",
-                                      build_bruck_alltoall, nullptr, {},
-    "any N; no in-place form; for small blocks"};
+                                      build_bruck_alltoall,
+                                      nullptr,
+                                      {},
+                                      "any N; no in-place form; for small blocks"};
 
 }  // namespace chorus

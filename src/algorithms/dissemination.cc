@@ -42,9 +42,12 @@ constexpr ClosedForm kCost[] = {{dissemination_time, 0, "switch", "ceil(log2 N) 
 
 }  // namespace
 
-extern const Algorithm kDisseminationBarrier{Collective::barrier, "dissemination",
+extern const Algorithm kDisseminationBarrier{Collective::barrier,
+                                             "dissemination",
                                              "ceil(log2 N) rounds of empty messages",
-                                             build_dissemination_barrier, nullptr, kCost,
-    "any N"};
+                                             build_dissemination_barrier,
+                                             nullptr,
+                                             kCost,
+                                             "any N"};
 
 }  // namespace chorus

@@ -168,8 +168,7 @@ Program build_double_binary_tree_allreduce(const CollectiveSpec& spec) {
 // With 1 port the two trees' messages queue at shared ports; with several
 // segments they pipeline; for other N the trees' shapes differ: no form.
 Prediction double_binary_tree_time(int n, double m, const CostParams& p) {
-  if (!is_pow2(n))
-    return Prediction::none("double_binary_tree has a closed form for N = 2^k only");
+  if (!is_pow2(n)) return Prediction::none("double_binary_tree has a closed form for N = 2^k only");
   const double seg = static_cast<double>(p.segment_bytes ? p.segment_bytes : kDefaultSegmentBytes);
   if (m / 2 > seg)
     return Prediction::none(
@@ -186,8 +185,12 @@ constexpr ClosedForm kCost[] = {
 }  // namespace
 
 extern const Algorithm kDoubleBinaryTreeAllreduce{
-    Collective::allreduce, "double_binary_tree", "two complementary trees, pipelined halves",
-    build_double_binary_tree_allreduce, nullptr, kCost,
+    Collective::allreduce,
+    "double_binary_tree",
+    "two complementary trees, pipelined halves",
+    build_double_binary_tree_allreduce,
+    nullptr,
+    kCost,
     "any N; the trees are complementary for even N (odd N: rank 0 is a leaf in both)"};
 
 }  // namespace chorus

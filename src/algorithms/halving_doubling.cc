@@ -73,7 +73,6 @@ Halves halve(Window w, int c, int d) {
   return (c & d) ? Halves{upper, lower} : Halves{lower, upper};
 }
 
-
 Program build_halving_doubling_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
@@ -241,11 +240,11 @@ Prediction halving_doubling_time(int n, double m, const CostParams& p) {
   const double k = floor_log2(pc);
   const double frac = static_cast<double>(pc - 1) / pc;
   if (!is_pow2(n))
-    return Prediction::none(str_cat(
-        "halving_doubling has a closed form for power-of-two N only: with N = ", n,
-        " the fold (2 alpha + 2 M/beta + M gamma, the seed's estimate) overlaps the first "
-        "halving step at the folded ranks' receive ports, by an amount that depends on all "
-        "three parameters"));
+    return Prediction::none(
+        str_cat("halving_doubling has a closed form for power-of-two N only: with N = ", n,
+                " the fold (2 alpha + 2 M/beta + M gamma, the seed's estimate) overlaps the first "
+                "halving step at the folded ranks' receive ports, by an amount that depends on all "
+                "three parameters"));
   return Prediction::time(2 * k * p.alpha + 2 * frac * m / p.beta + frac * m * p.gamma);
 }
 
@@ -274,9 +273,9 @@ Prediction recursive_halving_time(int n, double m, const CostParams& p) {
   const double k = floor_log2(pc);
   const double frac = static_cast<double>(pc - 1) / pc;
   if (!is_pow2(n))
-    return Prediction::none(str_cat(
-        "recursive_halving has a closed form for power-of-two N only: with N = ", n,
-        " a core rank with an extra answers for two blocks, so halves are uneven"));
+    return Prediction::none(
+        str_cat("recursive_halving has a closed form for power-of-two N only: with N = ", n,
+                " a core rank with an extra answers for two blocks, so halves are uneven"));
   return Prediction::time(k * p.alpha + frac * m / p.beta + frac * m * p.gamma);
 }
 
@@ -292,13 +291,19 @@ constexpr ClosedForm kReduceScatterCost[] = {
 }  // namespace
 
 extern const Algorithm kHalvingDoublingAllreduce{
-    Collective::allreduce, "halving_doubling",
-    "Rabenseifner: recursive halving + recursive doubling", build_halving_doubling_allreduce,
-    nullptr, kAllreduceCost,
+    Collective::allreduce,
+    "halving_doubling",
+    "Rabenseifner: recursive halving + recursive doubling",
+    build_halving_doubling_allreduce,
+    nullptr,
+    kAllreduceCost,
     "any N (the r = N - 2^k extras fold into partners)"};
-extern const Algorithm kRecursiveHalvingReduceScatter{
-    Collective::reduce_scatter, "recursive_halving", "log2 N steps halving the data held",
-    build_recursive_halving_reduce_scatter, nullptr, kReduceScatterCost,
-    "any N (the same fold)"};
+extern const Algorithm kRecursiveHalvingReduceScatter{Collective::reduce_scatter,
+                                                      "recursive_halving",
+                                                      "log2 N steps halving the data held",
+                                                      build_recursive_halving_reduce_scatter,
+                                                      nullptr,
+                                                      kReduceScatterCost,
+                                                      "any N (the same fold)"};
 
 }  // namespace chorus

@@ -50,9 +50,9 @@ constexpr ClosedForm kCost[] = {
 
 }  // namespace
 
-extern const Algorithm kPairwiseAlltoall{Collective::alltoall, "pairwise",
-                                         "N-1 steps, one block to rank r+s at step s",
-                                         build_pairwise_alltoall, nullptr, kCost,
+extern const Algorithm kPairwiseAlltoall{
+    Collective::alltoall,     "pairwise", "N-1 steps, one block to rank r+s at step s",
+    build_pairwise_alltoall,  nullptr,    kCost,
     "any N; no in-place form"};
 
 }  // namespace chorus

@@ -151,13 +151,19 @@ constexpr ClosedForm kReduceCost[] = {
 
 }  // namespace
 
-extern const Algorithm kPipelinedChainBroadcast{
-    Collective::broadcast, "pipelined_chain", "segments down the chain from the root",
-    build_pipelined_chain_broadcast, nullptr, kBroadcastCost,
-    "any N, any root"};
-extern const Algorithm kPipelinedChainReduce{
-    Collective::reduce, "pipelined_chain", "segments folded along the chain to the root",
-    build_pipelined_chain_reduce, nullptr, kReduceCost,
-    "any N, any root"};
+extern const Algorithm kPipelinedChainBroadcast{Collective::broadcast,
+                                                "pipelined_chain",
+                                                "segments down the chain from the root",
+                                                build_pipelined_chain_broadcast,
+                                                nullptr,
+                                                kBroadcastCost,
+                                                "any N, any root"};
+extern const Algorithm kPipelinedChainReduce{Collective::reduce,
+                                             "pipelined_chain",
+                                             "segments folded along the chain to the root",
+                                             build_pipelined_chain_reduce,
+                                             nullptr,
+                                             kReduceCost,
+                                             "any N, any root"};
 
 }  // namespace chorus

@@ -48,7 +48,6 @@ using B = ProgramBuilder;
 
 enum class Slot { input, output, scratch_a, scratch_b };
 
-
 Program build_recursive_doubling_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;
   const int r = spec.rank;
@@ -194,22 +193,27 @@ Prediction recursive_doubling_allgather_time(int n, double m, const CostParams& 
   return Prediction::time(floor_log2(n) * p.alpha + (n - 1) * m / n / p.beta);
 }
 
-constexpr ClosedForm kAllreduceCost[] = {
-    {recursive_doubling_allreduce_time, 0, "switch hypercube",
-     "log2 N (alpha + M/beta + M gamma), N = 2^k"}};
-constexpr ClosedForm kAllgatherCost[] = {
-    {recursive_doubling_allgather_time, 0, "switch hypercube",
-     "log2 N alpha + (N-1)/N M/beta, N = 2^k"}};
+constexpr ClosedForm kAllreduceCost[] = {{recursive_doubling_allreduce_time, 0, "switch hypercube",
+                                          "log2 N (alpha + M/beta + M gamma), N = 2^k"}};
+constexpr ClosedForm kAllgatherCost[] = {{recursive_doubling_allgather_time, 0, "switch hypercube",
+                                          "log2 N alpha + (N-1)/N M/beta, N = 2^k"}};
 
 }  // namespace
 
-extern const Algorithm kRecursiveDoublingAllreduce{
-    Collective::allreduce, "recursive_doubling", "log2 N steps exchanging the whole vector",
-    build_recursive_doubling_allreduce, nullptr, kAllreduceCost,
-    "any N (the same fold)"};
+extern const Algorithm kRecursiveDoublingAllreduce{Collective::allreduce,
+                                                   "recursive_doubling",
+                                                   "log2 N steps exchanging the whole vector",
+                                                   build_recursive_doubling_allreduce,
+                                                   nullptr,
+                                                   kAllreduceCost,
+                                                   "any N (the same fold)"};
 extern const Algorithm kRecursiveDoublingAllgather{
-    Collective::allgather, "recursive_doubling", "log2 N steps doubling the blocks held (N = 2^k)",
-    build_recursive_doubling_allgather, recursive_doubling_allgather_supports, kAllgatherCost,
+    Collective::allgather,
+    "recursive_doubling",
+    "log2 N steps doubling the blocks held (N = 2^k)",
+    build_recursive_doubling_allgather,
+    recursive_doubling_allgather_supports,
+    kAllgatherCost,
     "N a power of two (declines others, with the reason)"};
 
 }  // namespace chorus

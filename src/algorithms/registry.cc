@@ -8,28 +8,28 @@
 namespace chorus {
 
 // Each row names an Algorithm defined in its own file.
-#define CHORUS_ALGORITHMS(X)                                                      \
-  X(kRingAllreduce)                /* ring.cc */                                  \
-  X(kRingAllgather)                /* ring.cc */                                  \
-  X(kRingReduceScatter)            /* ring.cc */                                  \
-  X(kBinomialBroadcast)            /* binomial.cc */                              \
-  X(kBinomialReduce)               /* binomial.cc */                              \
-  X(kDisseminationBarrier)         /* dissemination.cc */                         \
-  X(kPairwiseAlltoall)             /* pairwise.cc */                              \
-  X(kBruckAlltoall)                /* bruck.cc */                                 \
-  X(kBidirRingAllreduce)           /* bidir_ring.cc */                            \
-  X(kBidirRingAllgather)           /* bidir_ring.cc */                            \
-  X(kBidirRingReduceScatter)       /* bidir_ring.cc */                            \
-  X(kHalvingDoublingAllreduce)     /* halving_doubling.cc */                      \
-  X(kRecursiveHalvingReduceScatter) /* halving_doubling.cc */                     \
-  X(kRecursiveDoublingAllreduce)   /* recursive_doubling.cc */                    \
-  X(kRecursiveDoublingAllgather)   /* recursive_doubling.cc */                    \
-  X(kBruckAllgather)               /* bruck.cc */                                 \
-  X(kDoubleBinaryTreeAllreduce)    /* double_binary_tree.cc */                    \
-  X(kReduceBroadcastAllreduce)     /* binomial.cc */                              \
-  X(kPipelinedChainBroadcast)      /* pipelined_chain.cc */                       \
-  X(kPipelinedChainReduce)         /* pipelined_chain.cc */                       \
-  X(kScatterAllgatherBroadcast)    /* scatter_allgather.cc */
+#define CHORUS_ALGORITHMS(X)                                    \
+  X(kRingAllreduce)                 /* ring.cc */               \
+  X(kRingAllgather)                 /* ring.cc */               \
+  X(kRingReduceScatter)             /* ring.cc */               \
+  X(kBinomialBroadcast)             /* binomial.cc */           \
+  X(kBinomialReduce)                /* binomial.cc */           \
+  X(kDisseminationBarrier)          /* dissemination.cc */      \
+  X(kPairwiseAlltoall)              /* pairwise.cc */           \
+  X(kBruckAlltoall)                 /* bruck.cc */              \
+  X(kBidirRingAllreduce)            /* bidir_ring.cc */         \
+  X(kBidirRingAllgather)            /* bidir_ring.cc */         \
+  X(kBidirRingReduceScatter)        /* bidir_ring.cc */         \
+  X(kHalvingDoublingAllreduce)      /* halving_doubling.cc */   \
+  X(kRecursiveHalvingReduceScatter) /* halving_doubling.cc */   \
+  X(kRecursiveDoublingAllreduce)    /* recursive_doubling.cc */ \
+  X(kRecursiveDoublingAllgather)    /* recursive_doubling.cc */ \
+  X(kBruckAllgather)                /* bruck.cc */              \
+  X(kDoubleBinaryTreeAllreduce)     /* double_binary_tree.cc */ \
+  X(kReduceBroadcastAllreduce)      /* binomial.cc */           \
+  X(kPipelinedChainBroadcast)       /* pipelined_chain.cc */    \
+  X(kPipelinedChainReduce)          /* pipelined_chain.cc */    \
+  X(kScatterAllgatherBroadcast)     /* scatter_allgather.cc */
 
 #define CHORUS_DECLARE_ALGORITHM(name) extern const Algorithm name;
 CHORUS_ALGORITHMS(CHORUS_DECLARE_ALGORITHM)
@@ -78,7 +78,9 @@ void append_average(Program& program, const CollectiveSpec& spec) {
 
 }  // namespace
 
-std::span<const Algorithm* const> registry_rows() { return kAlgorithms; }
+std::span<const Algorithm* const> registry_rows() {
+  return kAlgorithms;
+}
 
 std::vector<const Algorithm*> algorithms_for(Collective collective) {
   std::vector<const Algorithm*> out;
@@ -172,8 +174,8 @@ Prediction closed_form(const Algorithm& algorithm, int nranks, double bytes,
   return f.at(nranks, bytes, params);
 }
 
-const ClosedForm* closed_form_on(const Algorithm& algorithm, std::string_view topology,
-                                 int nranks, int ports) {
+const ClosedForm* closed_form_on(const Algorithm& algorithm, std::string_view topology, int nranks,
+                                 int ports) {
   for (const ClosedForm& f : algorithm.costs)
     if (closed_form_applies(f, topology, nranks, ports)) return &f;
   return nullptr;

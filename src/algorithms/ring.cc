@@ -78,9 +78,9 @@ ReduceScatterResult reduce_scatter_phase(ProgramBuilder& b, int r, int n,
     const uint32_t step = p.first_step + static_cast<uint32_t>(s);
     // The first send reads the own contribution; later ones forward the
     // partial sum the previous step produced.
-    const OpIndex snd = s == 0 ? b.send(right, p.input(block(r - 1)), {}, step)
-                               : b.send(right, p.partial(block(r - 1 - s), s - 1), {prev_recv},
-                                        step);
+    const OpIndex snd = s == 0
+                            ? b.send(right, p.input(block(r - 1)), {}, step)
+                            : b.send(right, p.partial(block(r - 1 - s), s - 1), {prev_recv}, step);
     const int k = block(r - 2 - s);
     std::vector<OpIndex> deps;
     if (p.partials_reused && s >= 2 && s != n - 2) deps.push_back(out.sends.back());
@@ -92,8 +92,8 @@ ReduceScatterResult reduce_scatter_phase(ProgramBuilder& b, int r, int n,
 }
 
 struct AllGatherPhase {
-  BlockRegion output;      // where block k ends up
-  Region first_send;       // the own block, as it is first sent
+  BlockRegion output;  // where block k ends up
+  Region first_send;   // the own block, as it is first sent
   std::vector<OpIndex> first_send_deps;
   // Extra deps of the receive of step s (it overwrites output(r-1-s)).
   std::function<std::vector<OpIndex>(int step)> receive_deps;
@@ -131,7 +131,9 @@ Program build_ring_allreduce(const CollectiveSpec& spec) {
   // Receiving block (r-1-s) overwrites the memory the ReduceScatter send of
   // step s read (for s == 0 the input block, the same memory in place).
   allgather_phase(b, r, n,
-                  {out, out(r), {rs.last},
+                  {out,
+                   out(r),
+                   {rs.last},
                    [&](int s) { return std::vector<OpIndex>{rs.sends[static_cast<size_t>(s)]}; },
                    static_cast<uint32_t>(n - 1)});
   return std::move(b).finish();
@@ -160,8 +162,7 @@ Program build_ring_reduce_scatter(const CollectiveSpec& spec) {
     return s == n - 2 ? B::output(0, c) : B::scratch(scratch[s % 2], c);
   };
   reduce_scatter_phase(
-      b, r, n,
-      {[&](int k) { return B::input(static_cast<size_t>(k) * c, c); }, partial, true, 0});
+      b, r, n, {[&](int k) { return B::input(static_cast<size_t>(k) * c, c); }, partial, true, 0});
   return std::move(b).finish();
 }
 
@@ -185,22 +186,30 @@ constexpr ClosedForm kAllreduceCost[] = {
 constexpr ClosedForm kAllgatherCost[] = {
     {ring_allgather_time, 0, "switch ring", "(N-1) alpha + (N-1)/N M/beta"}};
 constexpr ClosedForm kReduceScatterCost[] = {
-    {ring_reduce_scatter_time, 0, "switch ring",
-     "(N-1) alpha + (N-1)/N M/beta + (N-1)/N M gamma"}};
+    {ring_reduce_scatter_time, 0, "switch ring", "(N-1) alpha + (N-1)/N M/beta + (N-1)/N M gamma"}};
 
 }  // namespace
 
-extern const Algorithm kRingAllreduce{Collective::allreduce, "ring",
+extern const Algorithm kRingAllreduce{Collective::allreduce,
+                                      "ring",
                                       "ReduceScatter + AllGather around the ring",
-                                      build_ring_allreduce, nullptr, kAllreduceCost,
-    "any N"};
-extern const Algorithm kRingAllgather{Collective::allgather, "ring",
+                                      build_ring_allreduce,
+                                      nullptr,
+                                      kAllreduceCost,
+                                      "any N"};
+extern const Algorithm kRingAllgather{Collective::allgather,
+                                      "ring",
                                       "N-1 steps passing blocks around the ring",
-                                      build_ring_allgather, nullptr, kAllgatherCost,
-    "any N"};
-extern const Algorithm kRingReduceScatter{Collective::reduce_scatter, "ring",
+                                      build_ring_allgather,
+                                      nullptr,
+                                      kAllgatherCost,
+                                      "any N"};
+extern const Algorithm kRingReduceScatter{Collective::reduce_scatter,
+                                          "ring",
                                           "N-1 steps reducing partial sums around the ring",
-                                          build_ring_reduce_scatter, nullptr, kReduceScatterCost,
-    "any N"};
+                                          build_ring_reduce_scatter,
+                                          nullptr,
+                                          kReduceScatterCost,
+                                          "any N"};
 
 }  // namespace chorus

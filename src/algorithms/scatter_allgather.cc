@@ -108,9 +108,12 @@ Program build_scatter_allgather_broadcast(const CollectiveSpec& spec) {
 
 // The binomial scatter's uneven halves and the ring's steps overlap in ways
 // no closed form captures: the simulator gives its time.
-extern const Algorithm kScatterAllgatherBroadcast{
-    Collective::broadcast, "scatter_allgather", "binomial scatter + ring AllGather",
-    build_scatter_allgather_broadcast, nullptr, {},
-    "any N, any root"};
+extern const Algorithm kScatterAllgatherBroadcast{Collective::broadcast,
+                                                  "scatter_allgather",
+                                                  "binomial scatter + ring AllGather",
+                                                  build_scatter_allgather_broadcast,
+                                                  nullptr,
+                                                  {},
+                                                  "any N, any root"};
 
 }  // namespace chorus

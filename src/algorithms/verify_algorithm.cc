@@ -42,10 +42,10 @@ VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& requested)
     return result;
   }
   if (declined > 0) {
-    result.error = VerifyError{VerifyErrorKind::unsupported_mix, -1, kNoOp, "",
-                               str_cat(context, ": ", declined, " of ", base.nranks,
-                                       " ranks decline the case (", result.reason,
-                                       ") while the others accept it")};
+    result.error = VerifyError{
+        VerifyErrorKind::unsupported_mix, -1, kNoOp, "",
+        str_cat(context, ": ", declined, " of ", base.nranks, " ranks decline the case (",
+                result.reason, ") while the others accept it")};
     result.reason.clear();
     return result;
   }

@@ -36,7 +36,8 @@ double half_round_trip(Transport& t, int peer, size_t bytes, int trials, int war
       wait_all(t, {t.irecv(peer, in.data(), bytes, nullptr)}, deadline, peer);
       wait_all(t, {t.isend(peer, out.data(), bytes)}, deadline, peer);
     }
-    if (i >= warmup) times.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 2);
+    if (i >= warmup)
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 2);
   }
   std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
                    times.end());
@@ -67,7 +68,8 @@ void agree_max(Transport& t, std::span<double> values, Deadline deadline) {
       for (size_t i = 0; i < values.size(); ++i) values[i] = std::max(values[i], theirs[i]);
     }
     std::vector<RequestId> sends;
-    for (int peer = 1; peer < t.size(); ++peer) sends.push_back(t.isend(peer, values.data(), bytes));
+    for (int peer = 1; peer < t.size(); ++peer)
+      sends.push_back(t.isend(peer, values.data(), bytes));
     wait_all(t, std::move(sends), deadline, 0);
   } else {
     wait_all(t, {t.isend(0, values.data(), bytes)}, deadline, 0);

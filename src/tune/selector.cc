@@ -12,7 +12,9 @@ Selector::Selector(Config config, std::unique_ptr<Tuner> tuner)
     : config_(std::move(config)), tuner_(std::move(tuner)) {}
 
 const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view requested) {
-  const auto where = [&] { return str_cat("rank ", spec.rank, ": ", to_string(spec.collective), ": "); };
+  const auto where = [&] {
+    return str_cat("rank ", spec.rank, ": ", to_string(spec.collective), ": ");
+  };
   std::string name(requested);
   if (name.empty()) name = config_.algorithm_for(spec.collective);
   const Algorithm* named = nullptr;
@@ -21,8 +23,8 @@ const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view r
     // A CHORUS_ALGO name meant for other collectives is no error here.
     const bool configured_here = config_.algorithm.count(spec.collective) != 0;
     if (named == nullptr && (!requested.empty() || configured_here))
-      fail(ErrorCode::invalid_argument, where(), "unknown algorithm '", name, "'; known: ",
-           algorithm_names(spec.collective));
+      fail(ErrorCode::invalid_argument, where(), "unknown algorithm '", name,
+           "'; known: ", algorithm_names(spec.collective));
   }
   // Each algorithm's support, asked once for this pick.
   std::vector<const Algorithm*> candidates;

@@ -28,7 +28,8 @@ SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
       for (int r = 0; r < n && ok; ++r) {
         cs.rank = r;
         if (Support s = supports(*al, cs); !s) {
-          out.skipped.push_back(str_cat(al->name, " skipped at ", format_size(size), ": ", s.reason));
+          out.skipped.push_back(
+              str_cat(al->name, " skipped at ", format_size(size), ": ", s.reason));
           ok = false;
         }
       }
@@ -37,12 +38,15 @@ SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
       const auto programs = build_all(*al, cs);
       const SimResult res =
           simulate(programs, topology, SimOptions{spec.params.ports, spec.params.gamma, es});
-      SimRow row{m, std::string(al->name), res.time, std::nullopt,
-                 lower_bound(spec.collective, n, m, spec.params).combined(), false};
+      SimRow row{m,
+                 std::string(al->name),
+                 res.time,
+                 std::nullopt,
+                 lower_bound(spec.collective, n, m, spec.params).combined(),
+                 false};
       // The closed form only where it is exact: on the topology and port
       // count it assumes.
-      if (const ClosedForm* f =
-              closed_form_on(*al, topology.name(), n, spec.params.ports))
+      if (const ClosedForm* f = closed_form_on(*al, topology.name(), n, spec.params.ports))
         if (Prediction p = f->at(n, m, spec.params); p.ok) row.formula = p.seconds;
       rows.push_back(std::move(row));
     }

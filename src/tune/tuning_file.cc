@@ -51,7 +51,8 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
     t.links[name] = p;
   }
   if (j.contains("rules")) {
-    if (!j["rules"].is_array()) fail(ErrorCode::invalid_argument, where, ": \"rules\" must be a list");
+    if (!j["rules"].is_array())
+      fail(ErrorCode::invalid_argument, where, ": \"rules\" must be a list");
     for (const auto& v : j["rules"]) {
       const std::string w = str_cat(where, ": rule ", v.dump());
       if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
@@ -66,8 +67,8 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
       if (r.link.empty() || r.nranks < 1)
         fail(ErrorCode::invalid_argument, w, ": needs a link class and ranks >= 1");
       if (find_algorithm(r.collective, r.algorithm) == nullptr)
-        fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", r.algorithm, "'; known: ",
-             algorithm_names(r.collective));
+        fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", r.algorithm,
+             "'; known: ", algorithm_names(r.collective));
       t.rules.push_back(std::move(r));
     }
   }

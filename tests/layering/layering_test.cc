@@ -42,7 +42,8 @@ std::string names_below(const std::map<std::string, int>& layers, int layer) {
 
 TEST(Layering, DesignListsTheLayers) {
   const auto layers = read_layers();
-  ASSERT_GE(layers.size(), 8u) << "docs/DESIGN.md has no layer list (lines \"layer N: folder ...\")";
+  ASSERT_GE(layers.size(), 8u)
+      << "docs/DESIGN.md has no layer list (lines \"layer N: folder ...\")";
   for (const auto& entry : fs::directory_iterator(kRoot / "src")) {
     if (!entry.is_directory()) continue;
     const std::string folder = entry.path().filename().string();
@@ -76,9 +77,10 @@ TEST(Layering, NoIncludeRunsUpOrSideways) {
       if (it == layers.end()) continue;  // not a folder of src/ (e.g. a test helper)
       const int lf = layers.at(from), lt = it->second;
       EXPECT_LT(lt, lf) << "src/" << rel.string() << ":" << number << " includes \""
-                        << s.substr(s.find('"') + 1, s.rfind('"') - s.find('"') - 1) << "\": "
-                        << from << " (layer " << lf << ") may include only folders below it ("
-                        << names_below(layers, lf) << "), and " << to << " is on layer " << lt
+                        << s.substr(s.find('"') + 1, s.rfind('"') - s.find('"') - 1)
+                        << "\": " << from << " (layer " << lf
+                        << ") may include only folders below it (" << names_below(layers, lf)
+                        << "), and " << to << " is on layer " << lt
                         << ". See the Layers section of docs/DESIGN.md.";
     }
   }

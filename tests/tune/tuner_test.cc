@@ -2,10 +2,10 @@
 // per-call option overrides it, an unknown name is an error listing the known
 // ones, the log names every candidate once per size class, the tuning file
 // round-trips, calibration fits alpha and beta and agrees on the maximum.
-#include "tune/selector.h"
 #include "tune/tuner.h"
-#include "tune/calibration.h"
 #include "transport/inproc/inproc_transport.h"
+#include "tune/calibration.h"
+#include "tune/selector.h"
 
 #include "api/communicator_impl.h"
 
@@ -156,8 +156,8 @@ TEST(Tuner, InstalledByDefaultAndCollectivesStillCorrect) {
     for (size_t i = 0; i < in.size(); ++i) in[i] = comm.rank() * 100 + static_cast<int>(i);
     // No algorithm named: the default tuner picks, and the result is right.
     CallOptions none;
-    auto work = comm.impl().submit({Collective::alltoall, in.data(), out.data(), 5,
-                                    DataType::int32, ReduceOp::sum, 0, &none});
+    auto work = comm.impl().submit(
+        {Collective::alltoall, in.data(), out.data(), 5, DataType::int32, ReduceOp::sum, 0, &none});
     comm.impl().wait(*work);
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 5; ++k)
@@ -166,8 +166,8 @@ TEST(Tuner, InstalledByDefaultAndCollectivesStillCorrect) {
 }
 
 TEST(TuningFile, RoundTripsAndMerges) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("chorus_tuning_test_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("chorus_tuning_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "tuning.json").string();
   TuningTable a;
@@ -190,12 +190,14 @@ TEST(TuningFile, RoundTripsAndMerges) {
 
 TEST(TuningFile, BadFilesAreClearErrors) {
   EXPECT_THROW(read_tuning_file("/nonexistent/chorus/tuning.json"), Error);
-  for (const char* bad : {"{", "[]", R"({"format": "x", "version": 1, "links": {}})",
-                          R"({"format": "chorus-tuning", "version": 2, "links": {}})",
-                          R"({"format": "chorus-tuning", "version": 1})",
-                          R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1}}})",
-                          R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1, "beta_Bps": 0}}})",
-                          R"({"format": "chorus-tuning", "version": 1, "ports": 3, "links": {}})"}) {
+  for (
+      const char* bad :
+      {"{", "[]", R"({"format": "x", "version": 1, "links": {}})",
+       R"({"format": "chorus-tuning", "version": 2, "links": {}})",
+       R"({"format": "chorus-tuning", "version": 1})",
+       R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1}}})",
+       R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1, "beta_Bps": 0}}})",
+       R"({"format": "chorus-tuning", "version": 1, "ports": 3, "links": {}})"}) {
     try {
       tuning_from_json(bad, "test file");
       ADD_FAILURE() << "accepted " << bad;
@@ -268,8 +270,7 @@ TEST(TuningFile, UsedAtCreationAndLogged) {
     EXPECT_EQ(v[0], 2.0f);
   });
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("tuning allreduce N=2 16 B (alpha 7e-05 s, beta 3e+09 B/s"),
-            std::string::npos)
+  EXPECT_NE(log.find("tuning allreduce N=2 16 B (alpha 7e-05 s, beta 3e+09 B/s"), std::string::npos)
       << log;
   EXPECT_NE(log.find("ring="), std::string::npos) << log;
   // A missing file is a clear error at creation.

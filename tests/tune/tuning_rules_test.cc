@@ -1,16 +1,16 @@
 // Measured tuning rules: chorus-perf --calibrate's output format, the rule the
 // tuner takes for a size, and the fall-back to the model.
+#include "perf/calibrate.h"
 #include "tune/selector.h"
 #include "tune/tuner.h"
-#include "perf/calibrate.h"
 
 #include <chorus/error.h>
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
 
 namespace chorus {
 namespace {
@@ -36,8 +36,8 @@ TEST(TuningRules, LargestRuleNotAboveTheSizeWins) {
 TEST(TuningRules, OtherRankCountsAndCollectivesFallBackToTheModel) {
   const CostParams p{1e-3, 1e9, 0, 1};
   Tuner with_rules(4, p), model_only(4, p);
-  with_rules.set_rules({{Collective::allreduce, "shm", 8, 0, "ring"},          // other N
-                        {Collective::allgather, "shm", 4, 0, "ring"}});       // other collective
+  with_rules.set_rules({{Collective::allreduce, "shm", 8, 0, "ring"},    // other N
+                        {Collective::allgather, "shm", 4, 0, "ring"}});  // other collective
   const CollectiveSpec s = allreduce_spec(4, 1 << 16);
   EXPECT_EQ(with_rules.pick(s), model_only.pick(s));
 }
@@ -96,8 +96,8 @@ TEST(Calibrate, RulesFromRowsTakeTheFastestAndMergeRuns) {
     r.out_of_place.time_us = us;
     return r;
   };
-  const std::vector<perf::PerfRow> rows{row(8, "ring", 5), row(8, "recursive_doubling", 2),
-                                        row(64, "ring", 6), row(64, "recursive_doubling", 3),
+  const std::vector<perf::PerfRow> rows{row(8, "ring", 5),    row(8, "recursive_doubling", 2),
+                                        row(64, "ring", 6),   row(64, "recursive_doubling", 3),
                                         row(1024, "ring", 9), row(1024, "recursive_doubling", 12)};
   const auto rules = perf::rules_from_rows(rows, "shm", 2);
   ASSERT_EQ(rules.size(), 2u);
