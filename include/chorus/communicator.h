@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 namespace chorus {
 
@@ -35,7 +36,8 @@ class CommunicatorImpl;
 struct WorkState;
 }  // namespace detail
 
-// Handle on an asynchronous collective.
+// Handle on an asynchronous collective. wait() and done() on a Work whose
+// Communicator has been destroyed raise Error(invalid_argument).
 class Work {
  public:
   Work();
@@ -50,6 +52,8 @@ class Work {
   std::shared_ptr<detail::WorkState> state_;
 };
 
+// Every call on a moved-from Communicator raises Error(invalid_argument).
+// Only chorus::Error leaves its methods (out of memory is ErrorCode::system).
 class Communicator {
  public:
   explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
@@ -59,6 +63,14 @@ class Communicator {
 
   int rank() const;
   int size() const;
+
+  // Aborts the communicator: every pending and later call on this rank raises
+  // Error(aborted) with `reason`, and every peer raises aborted naming this
+  // rank and the reason. May be called from any thread, also while another
+  // thread is blocked in a call on this communicator (that call returns within
+  // milliseconds); never blocks. Not concurrently with the destructor.
+  // A new communicator (init_from_env) works afterwards.
+  void abort(std::string_view reason);
 
   // recv[i] = op over all ranks of send[i], on every rank; count elements each.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
@@ -100,8 +112,9 @@ class Communicator {
   Work allreduce_async(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                        const CallOptions& options = {});
 
-  // Internal: the implementation behind this handle.
-  detail::CommunicatorImpl& impl() { return *impl_; }
+  // Internal: the implementation behind this handle. Throws Error
+  // (invalid_argument) on a moved-from Communicator.
+  detail::CommunicatorImpl& impl() const;
 
  private:
   std::unique_ptr<detail::CommunicatorImpl> impl_;

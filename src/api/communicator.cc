@@ -4,7 +4,9 @@
 #include "core/reduce_kernels.h"
 
 #include <algorithm>
+#include <new>
 #include <ostream>
+#include <thread>
 #include <utility>
 
 namespace chorus {
@@ -58,7 +60,10 @@ ScratchPool::Buffer ScratchPool::take(size_t bytes) {
     return b;
   }
   // Default-initialized: scratch is always written before it is read.
-  return {std::unique_ptr<std::byte[]>(new std::byte[bytes]), bytes};
+  std::byte* data = new (std::nothrow) std::byte[bytes];
+  if (data == nullptr)
+    fail(ErrorCode::system, "cannot allocate ", bytes, " bytes of scratch memory for this call");
+  return {std::unique_ptr<std::byte[]>(data), bytes};
 }
 
 void ScratchPool::give(Buffer buffer) {
@@ -79,7 +84,59 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
       size_(transport_->size()),
       config_(std::move(config)),
       engine_(*transport_),
-      selector_(selector ? std::move(selector) : make_selector(*transport_, config_)) {}
+      selector_(selector ? std::move(selector) : make_selector(*transport_, config_)) {
+  engine_.set_stop(&abort_requested_, [this] { check_abort(); });
+}
+
+CommunicatorImpl::CallGuard::CallGuard(std::atomic<int>& state) : state_(state) {
+  // Waits out an abort() that is carrying the abort out (a few microseconds).
+  for (int idle = 0; !state_.compare_exchange_weak(idle, 1, std::memory_order_acquire);
+       idle = 0)
+    std::this_thread::yield();
+}
+
+void CommunicatorImpl::check_abort() {
+  if (!abort_requested_.load(std::memory_order_acquire)) return;
+  std::string reason;
+  {
+    std::lock_guard lock(abort_mu_);
+    reason = abort_reason_;
+  }
+  fail(ErrorCode::aborted, "rank ", rank_, ": aborted: ", reason);
+}
+
+void CommunicatorImpl::abort(std::string_view reason) {
+  {
+    std::lock_guard lock(abort_mu_);
+    if (abort_requested_.load(std::memory_order_relaxed)) return;
+    abort_reason_ = std::string(reason);
+  }
+  abort_requested_.store(true, std::memory_order_release);
+  transport_->interrupt();
+  // A thread inside a call notices the request (the interrupt wakes it) and
+  // fails the communicator itself. With none inside, carry it out here; a
+  // call that is just ending may have missed it, so try for a while, but
+  // never block on the other thread.
+  constexpr auto kPatience = std::chrono::milliseconds(50);
+  const auto give_up = Clock::now() + kPatience;
+  while (!abort_carried_out_.load(std::memory_order_acquire)) {
+    int idle = 0;
+    if (call_state_.compare_exchange_strong(idle, 2, std::memory_order_acquire)) {
+      if (!broken_) {
+        try {
+          check_abort();
+        } catch (...) {
+          fail_all(std::current_exception());
+        }
+      }
+      abort_carried_out_.store(true, std::memory_order_release);
+      call_state_.store(0, std::memory_order_release);
+      return;
+    }
+    if (Clock::now() >= give_up) return;
+    std::this_thread::yield();
+  }
+}
 
 CommunicatorImpl::~CommunicatorImpl() = default;
 
@@ -156,12 +213,22 @@ std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
   }
   auto w = std::make_shared<WorkState>();
   w->comm = this;
+  w->alive = alive_;
   if (spare_work_.size() < kSpareWork) spare_work_.push_back(w);
   return w;
 }
 
 std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) {
+  CallGuard guard(call_state_);
   if (broken_) std::rethrow_exception(broken_);
+  if (abort_requested_.load(std::memory_order_acquire)) {
+    try {
+      check_abort();
+    } catch (...) {
+      fail_all(std::current_exception());
+      throw;
+    }
+  }
   validate(call);
   static const CallOptions kDefaults;
   const CallOptions& options = call.options ? *call.options : kDefaults;
@@ -193,7 +260,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
     throw;
   }
   // After enqueue, which has published the first small messages already.
-  work->exec.set_deadline(Clock::now() + timeout);
+  work->exec.set_deadline(deadline_after(timeout));
   outstanding_.push_back(work);
   return work;
 }
@@ -201,7 +268,16 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
 std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
     OpKind kind, const void* send, void* recv, size_t count, DataType type, int peer,
     const CallOptions& options) {
+  CallGuard guard(call_state_);
   if (broken_) std::rethrow_exception(broken_);
+  if (abort_requested_.load(std::memory_order_acquire)) {
+    try {
+      check_abort();
+    } catch (...) {
+      fail_all(std::current_exception());
+      throw;
+    }
+  }
   const bool sending = kind == OpKind::send;
   CHORUS_CHECK(sending || kind == OpKind::recv);
   const std::string_view what = sending ? "send to peer" : "recv from peer";
@@ -218,18 +294,15 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
     fail(ErrorCode::invalid_argument, where, "buffer is null with count ", count);
 
   // One op; a zero-count message is still sent, so that it orders and matches.
-  auto& cached = p2p_programs_[{static_cast<int>(kind), peer, count}];
-  if (!cached) {
-    if (p2p_programs_.size() > kProgramCacheEntries) {
-      p2p_programs_.clear();  // keep the cache bounded; entries are cheap to rebuild
-      return submit_point_to_point(kind, send, recv, count, type, peer, options);
-    }
-    cached = prepare(point_to_point_program(kind, peer, count));
-  }
+  const std::tuple<int, int, size_t> key{static_cast<int>(kind), peer, count};
+  if (p2p_programs_.size() >= kProgramCacheEntries && !p2p_programs_.count(key))
+    p2p_programs_.clear();  // keep the cache bounded; entries are cheap to rebuild
+  auto& cached = p2p_programs_[key];
+  if (!cached) cached = prepare(point_to_point_program(kind, peer, count));
   auto work = new_work();
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   work->exec.restart(cached, ExecBuffers{send, recv, nullptr}, type, ReduceOp::sum,
-                     CallLabel{what, {}, peer}, Clock::now() + timeout);
+                     CallLabel{what, {}, peer}, deadline_after(timeout));
   try {
     engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
   } catch (...) {
@@ -264,9 +337,13 @@ void CommunicatorImpl::fail_all(std::exception_ptr error) {
   broken_ = error;
   try {
     std::rethrow_exception(error);
+  } catch (const Error& e) {
+    transport_->abort(e.code(), e.what());
   } catch (const std::exception& e) {
-    transport_->abort(e.what());
+    transport_->abort(ErrorCode::internal, e.what());
   }
+  if (abort_requested_.load(std::memory_order_acquire))
+    abort_carried_out_.store(true, std::memory_order_release);
   for (auto& w : outstanding_) {
     w->error = error;
     w->finished = true;
@@ -275,6 +352,7 @@ void CommunicatorImpl::fail_all(std::exception_ptr error) {
 }
 
 void CommunicatorImpl::wait(WorkState& w) {
+  CallGuard guard(call_state_);
   if (!w.finished) {
     if (broken_) std::rethrow_exception(broken_);
     try {
@@ -289,9 +367,11 @@ void CommunicatorImpl::wait(WorkState& w) {
 }
 
 bool CommunicatorImpl::test(WorkState& w) {
+  CallGuard guard(call_state_);
   if (w.finished) return true;
   if (broken_) return true;
   try {
+    check_abort();
     engine_.poll();
   } catch (...) {
     fail_all(std::current_exception());
@@ -315,15 +395,47 @@ Communicator make_communicator(std::unique_ptr<Transport> transport, Config conf
 Work::Work() = default;
 Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
+namespace {
+
+// Runs a public entry point so that only chorus::Error leaves it: running out
+// of memory is a system error naming what failed, anything else foreign an
+// internal one.
+template <typename F>
+decltype(auto) guarded(std::string_view what, F&& f) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::system, what, ": out of memory");
+  } catch (const std::exception& e) {
+    fail(ErrorCode::internal, what, ": ", e.what());
+  }
+}
+
+detail::WorkState& live_state(const std::shared_ptr<detail::WorkState>& state, const char* what) {
+  if (!state) fail(ErrorCode::invalid_argument, what, " on an empty Work");
+  if (state->alive.expired())
+    fail(ErrorCode::invalid_argument, what,
+         " on a Work whose Communicator has been destroyed (or moved from)");
+  return *state;
+}
+
+}  // namespace
+
 void Work::wait() {
-  if (!state_) fail(ErrorCode::invalid_argument, "wait() on an empty Work");
-  if (state_->comm) state_->comm->wait(*state_);
-  if (state_->error) std::rethrow_exception(state_->error);
+  guarded("Work::wait()", [&] {
+    detail::WorkState& w = live_state(state_, "wait()");
+    w.comm->wait(w);
+    if (w.error) std::rethrow_exception(w.error);
+  });
 }
 
 bool Work::done() {
-  if (!state_) fail(ErrorCode::invalid_argument, "done() on an empty Work");
-  return state_->finished || state_->comm->test(*state_);
+  return guarded("Work::done()", [&] {
+    detail::WorkState& w = live_state(state_, "done()");
+    return w.finished || w.comm->test(w);
+  });
 }
 
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl) : impl_(std::move(impl)) {}
@@ -331,12 +443,23 @@ Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
-int Communicator::rank() const { return impl_->rank(); }
-int Communicator::size() const { return impl_->size(); }
+detail::CommunicatorImpl& Communicator::impl() const {
+  if (!impl_)
+    fail(ErrorCode::invalid_argument,
+         "this Communicator has been moved from (or destroyed); use the one it was moved to");
+  return *impl_;
+}
+
+int Communicator::rank() const { return impl().rank(); }
+
+void Communicator::abort(std::string_view reason) {
+  guarded("abort", [&] { impl().abort(reason); });
+}
+int Communicator::size() const { return impl().size(); }
 
 namespace {
-Work submit(detail::CommunicatorImpl& impl, const CallDescriptor& call) {
-  return Work(impl.submit(call));
+Work submit(const Communicator& comm, const CallDescriptor& call) {
+  return guarded(to_string(call.collective), [&] { return Work(comm.impl().submit(call)); });
 }
 }  // namespace
 
@@ -347,34 +470,34 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
 
 Work Communicator::allreduce_async(const void* send, void* recv, size_t count, DataType type,
                                    ReduceOp op, const CallOptions& options) {
-  return submit(*impl_, {Collective::allreduce, send, recv, count, type, op, 0, &options});
+  return submit(*this, {Collective::allreduce, send, recv, count, type, op, 0, &options});
 }
 
 void Communicator::allgather(const void* send, void* recv, size_t send_count, DataType type,
                              const CallOptions& options) {
-  submit(*impl_, {Collective::allgather, send, recv, send_count, type, ReduceOp::sum, 0, &options})
+  submit(*this, {Collective::allgather, send, recv, send_count, type, ReduceOp::sum, 0, &options})
       .wait();
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                                   ReduceOp op, const CallOptions& options) {
-  submit(*impl_, {Collective::reduce_scatter, send, recv, recv_count, type, op, 0, &options}).wait();
+  submit(*this, {Collective::reduce_scatter, send, recv, recv_count, type, op, 0, &options}).wait();
 }
 
 void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
                              const CallOptions& options) {
-  submit(*impl_, {Collective::broadcast, send, recv, count, type, ReduceOp::sum, root, &options})
+  submit(*this, {Collective::broadcast, send, recv, count, type, ReduceOp::sum, root, &options})
       .wait();
 }
 
 void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                           int root, const CallOptions& options) {
-  submit(*impl_, {Collective::reduce, send, recv, count, type, op, root, &options}).wait();
+  submit(*this, {Collective::reduce, send, recv, count, type, op, root, &options}).wait();
 }
 
 void Communicator::alltoall(const void* send, void* recv, size_t count, DataType type,
                             const CallOptions& options) {
-  submit(*impl_, {Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, &options}).wait();
+  submit(*this, {Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, &options}).wait();
 }
 
 void Communicator::send(const void* buf, size_t count, DataType type, int peer,
@@ -389,16 +512,20 @@ void Communicator::recv(void* buf, size_t count, DataType type, int peer,
 
 Work Communicator::isend(const void* buf, size_t count, DataType type, int peer,
                          const CallOptions& options) {
-  return Work(impl_->submit_point_to_point(OpKind::send, buf, nullptr, count, type, peer, options));
+  return guarded("isend", [&] {
+    return Work(impl().submit_point_to_point(OpKind::send, buf, nullptr, count, type, peer, options));
+  });
 }
 
 Work Communicator::irecv(void* buf, size_t count, DataType type, int peer,
                          const CallOptions& options) {
-  return Work(impl_->submit_point_to_point(OpKind::recv, nullptr, buf, count, type, peer, options));
+  return guarded("irecv", [&] {
+    return Work(impl().submit_point_to_point(OpKind::recv, nullptr, buf, count, type, peer, options));
+  });
 }
 
 void Communicator::barrier(const CallOptions& options) {
-  submit(*impl_, {Collective::barrier, nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, 0,
+  submit(*this, {Collective::barrier, nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, 0,
                   &options})
       .wait();
 }

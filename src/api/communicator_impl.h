@@ -19,6 +19,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
 #include <tuple>
 
 namespace chorus {
@@ -58,6 +61,9 @@ class ScratchPool {
 // keeps the whole WorkState alive.
 struct WorkState {
   CommunicatorImpl* comm = nullptr;
+  // Expires with the communicator: a Work that outlives it raises an Error
+  // instead of touching `comm`.
+  std::weak_ptr<const void> alive;
   ScratchPool::Buffer scratch;
   Execution exec;
   std::exception_ptr error;
@@ -96,6 +102,9 @@ class CommunicatorImpl {
   void wait(WorkState& work);
   bool test(WorkState& work);
 
+  // Communicator::abort: any thread, never blocks (see communicator.h).
+  void abort(std::string_view reason);
+
   // The algorithm a call would use (after overrides and fallback).
   const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) {
     return selector_->choose(spec, options.algorithm);
@@ -121,12 +130,28 @@ class CommunicatorImpl {
   };
   const Plan& plan_for(const CollectiveSpec& spec, const CallOptions& options);
   void fail_all(std::exception_ptr error);
+  // Throws Error(aborted) once abort() was asked for.
+  void check_abort();
+  // Held by the thread inside a call (submit, wait, test): `call_state_` is
+  // 0 idle, 1 inside a call, 2 while abort() carries an abort out itself.
+  class CallGuard {
+   public:
+    explicit CallGuard(std::atomic<int>& state);
+    ~CallGuard() { state_.store(0, std::memory_order_release); }
+    CallGuard(const CallGuard&) = delete;
+    CallGuard& operator=(const CallGuard&) = delete;
+
+   private:
+    std::atomic<int>& state_;
+  };
   void retire(WorkState& work);
   // Retires every outstanding call whose execution is done, in order.
   void retire_done();
   // A recycled or new WorkState for one call.
   std::shared_ptr<WorkState> new_work();
 
+  // Held while the communicator lives; WorkStates watch it (WorkState::alive).
+  std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   std::unique_ptr<Transport> transport_;
   int rank_;  // transport_'s, read once: the checks use them on every call
   int size_;
@@ -136,6 +161,11 @@ class CommunicatorImpl {
   ScratchPool pool_;
   std::vector<std::shared_ptr<WorkState>> outstanding_;
   std::exception_ptr broken_;  // set once a call failed: the communicator is unusable
+  std::atomic<int> call_state_{0};
+  std::atomic<bool> abort_requested_{false};
+  std::atomic<bool> abort_carried_out_{false};  // fail_all ran after the request
+  std::mutex abort_mu_;
+  std::string abort_reason_;  // under abort_mu_; set before abort_requested_
   // The one cache of picks: each recent call's algorithm and Program (Programs
   // are pure functions of the algorithm and the call). `last_plan_` points at
   // the last call's entry, so that a loop of equal calls skips the lookup.

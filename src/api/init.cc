@@ -24,7 +24,7 @@ Communicator init(const InitOptions& options) {
     fail(ErrorCode::invalid_argument, "init: negative timeout");
   if (!options.transport.empty()) config.transport = options.transport;
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
-  const Deadline deadline = Clock::now() + timeout;
+  const Deadline deadline = deadline_after(timeout);
   auto transport =
       bootstrap_transport(options.store, options.rank, options.world_size, config, deadline);
   return make_communicator(std::move(transport), std::move(config));

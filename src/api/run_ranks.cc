@@ -30,8 +30,12 @@ void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
           // Recorded before the abort, so that the peers' peer_failure errors,
           // which the abort causes, can never be taken for the first one.
           std::string what = "a non-standard exception";
+          ErrorCode cause = ErrorCode::internal;
           try {
             throw;
+          } catch (const Error& e) {
+            what = e.what();
+            cause = e.code();
           } catch (const std::exception& e) {
             what = e.what();
           } catch (...) {
@@ -41,7 +45,7 @@ void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
             if (!first) first = std::current_exception();
           }
           // Peers blocked on this rank fail fast instead of timing out.
-          raw->abort(str_cat("rank ", r, " raised: ", what));
+          raw->abort(cause, str_cat("rank ", r, " raised: ", what));
         }
       } catch (...) {
         std::lock_guard lock(mu);

@@ -41,7 +41,8 @@ class BootstrappedTransport final : public Transport {
     inner_->wait_some(done, deadline);
   }
   void poll(std::vector<RequestId>& done) override { inner_->poll(done); }
-  void abort(const std::string& reason) override { inner_->abort(reason); }
+  void abort(ErrorCode cause, const std::string& reason) override { inner_->abort(cause, reason); }
+  void interrupt() override { inner_->interrupt(); }
 
  private:
   OpenedStore store_;  // destroyed after inner_

@@ -118,10 +118,17 @@ std::string Config::algorithm_for(Collective c) const {
 Config Config::from_env() {
   Config cfg;
   if (auto v = env_var("CHORUS_TIMEOUT"); v && !v->empty()) {
+    // Seconds, "inf" (no deadline) included; anything too long to count in
+    // milliseconds saturates to no deadline too (deadline_after).
     const double s = parse_number("CHORUS_TIMEOUT", *v);
-    cfg.timeout = std::chrono::milliseconds(static_cast<long long>(s * 1000.0));
-    if (cfg.timeout.count() == 0)
-      fail(ErrorCode::invalid_argument, "CHORUS_TIMEOUT='", *v, "' must be positive seconds");
+    const double ms = s * 1000.0;
+    if (!(ms >= 1))
+      fail(ErrorCode::invalid_argument, "CHORUS_TIMEOUT='", *v,
+           "' must be positive seconds (at least 0.001), or inf");
+    constexpr auto kForever = std::chrono::milliseconds::max();
+    cfg.timeout = ms >= static_cast<double>(kForever.count())
+                      ? kForever
+                      : std::chrono::milliseconds(static_cast<long long>(ms));
   }
   if (auto v = env_var("CHORUS_ALGO"); v && !v->empty()) {
     std::string_view rest = *v;
@@ -164,11 +171,23 @@ Config Config::from_env() {
              "' is not one of NONE, WARN, INFO, TRACE, TUNING");
     }
   }
-  if (auto v = env_var("CHORUS_SPIN_US"); v && !v->empty())
-    cfg.spin = std::chrono::microseconds(
-        static_cast<long long>(parse_number("CHORUS_SPIN_US", *v)));
-  if (auto v = env_var("CHORUS_SEGMENT"); v && !v->empty())
-    cfg.segment_bytes = static_cast<size_t>(parse_number("CHORUS_SEGMENT", *v));
+  if (auto v = env_var("CHORUS_SPIN_US"); v && !v->empty()) {
+    // A spin longer than a few seconds is a busy-wait, not a spin.
+    constexpr double kMaxSpinUs = 10e6;
+    const double us = parse_number("CHORUS_SPIN_US", *v);
+    if (!(us <= kMaxSpinUs))
+      fail(ErrorCode::invalid_argument, "CHORUS_SPIN_US='", *v,
+           "' must be microseconds from 0 to 10000000");
+    cfg.spin = std::chrono::microseconds(static_cast<long long>(us));
+  }
+  if (auto v = env_var("CHORUS_SEGMENT"); v && !v->empty()) {
+    constexpr double kMaxSegment = 1ull << 40;
+    const double bytes = parse_number("CHORUS_SEGMENT", *v);
+    if (!(bytes <= kMaxSegment) || bytes != static_cast<double>(static_cast<size_t>(bytes)))
+      fail(ErrorCode::invalid_argument, "CHORUS_SEGMENT='", *v,
+           "' must be whole bytes from 0 (the algorithm's default) to 2^40");
+    cfg.segment_bytes = static_cast<size_t>(bytes);
+  }
   if (auto v = env_var("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = env_var("CHORUS_HOST_ID")) cfg.host_id = *v;
   if (auto v = env_var("CHORUS_BIND"); v && !v->empty()) {

@@ -1,6 +1,7 @@
 // Every environment variable chorus reads, in one place. The README lists them.
 //
-//   CHORUS_TIMEOUT     default deadline of a call, in seconds (default 300)
+//   CHORUS_TIMEOUT     default deadline of a call, in seconds (default 300);
+//                      inf: none
 //   CHORUS_ALGO        algorithm override: "ring" for every collective that has
 //                      it, or per collective "allreduce=ring,allgather=bruck"
 //   CHORUS_TRANSPORT   shm | tcp | inproc: force a transport

@@ -237,6 +237,7 @@ void Engine::wait(const Execution& exec) {
     for (const auto& a : active_) deadline = std::min(deadline, a->deadline());
     done_scratch_.clear();
     transport_.wait_some(done_scratch_, deadline);
+    if (stop_ != nullptr && stop_->load(std::memory_order_acquire)) on_stop_();
     if (done_scratch_.empty()) {
       if (Clock::now() >= deadline) {
         for (const auto& a : active_)

@@ -13,6 +13,7 @@
 
 #include <chorus/types.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -100,6 +101,14 @@ class Engine {
   void poll();
   bool idle() const { return active_.empty(); }
 
+  // While waiting, whenever `*flag` is set (by another thread, which then
+  // interrupts the transport), the engine calls `on_set`, which throws: how a
+  // communicator is aborted from another thread.
+  void set_stop(const std::atomic<bool>* flag, std::function<void()> on_set) {
+    stop_ = flag;
+    on_stop_ = std::move(on_set);
+  }
+
  private:
   struct Pending {
     Execution* exec;
@@ -115,6 +124,8 @@ class Engine {
   [[noreturn]] void timed_out(const Execution& e);
 
   Transport& transport_;
+  const std::atomic<bool>* stop_ = nullptr;
+  std::function<void()> on_stop_;
   int rank_;
   int size_;
   // Per peer, ops waiting to be posted in order (sends, receives).

@@ -32,7 +32,7 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
 
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
   Transport& transport = comm.impl().transport();
-  LinkParams link = calibrate_link(transport, Clock::now() + comm.impl().config().timeout);
+  LinkParams link = calibrate_link(transport, deadline_after(comm.impl().config().timeout));
   link.name = link_class_of(transport.name());
   PerfOptions sweep = options;
   sweep.algorithms = {"all"};

@@ -262,7 +262,7 @@ double busbw_factor(Collective c, int nranks) {
 
 LinkEstimate measure_link(Communicator& comm) {
   Transport& transport = comm.impl().transport();
-  const LinkParams p = calibrate_link(transport, Clock::now() + comm.impl().config().timeout,
+  const LinkParams p = calibrate_link(transport, deadline_after(comm.impl().config().timeout),
                                       CalibrationOptions::thorough());
   return {p.alpha, p.beta};
 }

@@ -20,6 +20,7 @@
 
 #include "core/deadline.h"
 
+#include <chorus/error.h>
 #include <chorus/types.h>
 
 #include <cstddef>
@@ -60,9 +61,29 @@ class Transport {
   // Makes progress without blocking; appends completed ids to `done`.
   virtual void poll(std::vector<RequestId>& done) = 0;
 
-  // Marks this rank failed: peers waiting on it raise peer_failure. Called when
-  // a collective fails locally, so that the others fail fast.
-  virtual void abort(const std::string& reason) = 0;
+  // Marks this rank failed, for `reason`, whose ErrorCode is `cause`: peers
+  // waiting on it raise peer_code(cause) naming this rank and the reason.
+  // Called on the thread that uses the transport, when a call fails locally or
+  // the communicator is aborted, so that the others fail fast.
+  virtual void abort(ErrorCode cause, const std::string& reason) = 0;
+
+  // Thread-safe: a wait_some() in progress on another thread returns soon,
+  // with or without completions, so that its caller can look at why (an
+  // abort requested from another thread). A later wait_some() returns at
+  // once, once.
+  virtual void interrupt() = 0;
 };
+
+// What a peer raises when a rank aborted for `cause`: the cause itself where
+// it is a verdict on the whole job (aborted, mismatch), peer_failure otherwise.
+inline ErrorCode peer_code(ErrorCode cause) {
+  return cause == ErrorCode::aborted || cause == ErrorCode::mismatch ? cause
+                                                                     : ErrorCode::peer_failure;
+}
+
+// "aborted" or "failed", as a peer's message says what the rank did.
+inline std::string_view peer_verb(ErrorCode cause) {
+  return cause == ErrorCode::aborted ? "aborted" : "failed";
+}
 
 }  // namespace chorus

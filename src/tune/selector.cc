@@ -9,7 +9,26 @@
 namespace chorus {
 
 Selector::Selector(Config config, std::unique_ptr<Tuner> tuner)
-    : config_(std::move(config)), tuner_(std::move(tuner)) {}
+    : config_(std::move(config)), tuner_(std::move(tuner)) {
+  // CHORUS_ALGO names must name something: a name for every collective must
+  // be an algorithm of at least one, a per-collective name one of that
+  // collective ("auto" leaves the choice to the tuner).
+  if (!config_.algorithm_all.empty() && config_.algorithm_all != "auto") {
+    bool known = false;
+    std::string all;
+    for (const Algorithm& a : all_algorithms()) {
+      known |= a.name == config_.algorithm_all;
+      if (all.find(str_cat(" ", a.name, ",")) == std::string::npos) all += str_cat(" ", a.name, ",");
+    }
+    if (!known)
+      fail(ErrorCode::invalid_argument, "CHORUS_ALGO: '", config_.algorithm_all,
+           "' is no algorithm of any collective; known:", all.substr(0, all.size() - 1));
+  }
+  for (const auto& [collective, name] : config_.algorithm)
+    if (name != "auto" && find_algorithm(collective, name) == nullptr)
+      fail(ErrorCode::invalid_argument, "CHORUS_ALGO: '", name, "' is no ", to_string(collective),
+           " algorithm; known: ", algorithm_names(collective));
+}
 
 const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view requested) {
   const auto where = [&] {
@@ -20,9 +39,9 @@ const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view r
   const Algorithm* named = nullptr;
   if (!name.empty() && name != "auto") {
     named = find_algorithm(spec.collective, name);
-    // A CHORUS_ALGO name meant for other collectives is no error here.
-    const bool configured_here = config_.algorithm.count(spec.collective) != 0;
-    if (named == nullptr && (!requested.empty() || configured_here))
+    // A CHORUS_ALGO name meant for other collectives is no error here (the
+    // constructor checked that it names an algorithm of some collective).
+    if (named == nullptr && !requested.empty())
       fail(ErrorCode::invalid_argument, where(), "unknown algorithm '", name,
            "'; known: ", algorithm_names(spec.collective));
   }
@@ -65,7 +84,7 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
   // tuning file.
   if (!have && cls != "inproc" && transport.size() > 1) {
     const auto start = Clock::now();
-    const LinkParams p = calibrate_link(transport, start + config.timeout);
+    const LinkParams p = calibrate_link(transport, deadline_after(config.timeout, start));
     params.alpha = p.alpha;
     params.beta = p.beta;
     log_message(config.log_level, LogLevel::info, transport.rank(), "tuner: calibrated ", cls,

@@ -1,4 +1,7 @@
 // The public API: argument checks, asynchronous work, failure propagation.
+#include "api/communicator_impl.h"
+#include "transport/inproc/inproc_transport.h"
+
 #include <chorus/chorus.h>
 
 #include <gtest/gtest.h>
@@ -6,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus {
@@ -197,6 +202,129 @@ TEST(Api, AvgOfIntegersTruncates) {
     c.allreduce(w.data(), w.data(), 1, DataType::int32, ReduceOp::avg);
     EXPECT_EQ(w[0], 0);  // 2/3 truncates
   });
+}
+
+
+// A one-rank communicator of this thread's own, outside run_ranks.
+Communicator solo() {
+  return make_communicator(make_inproc_transport(make_inproc_world(1), 0, std::chrono::microseconds{0}),
+                           Config{});
+}
+
+TEST(Api, AWorkThatOutlivesItsCommunicatorIsAnError) {
+  std::vector<float> v(8, 1.0f);
+  Work pending;
+  {
+    Communicator comm = solo();
+    pending = comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  }
+  for (int i = 0; i < 2; ++i) {
+    try {
+      if (i == 0) pending.wait();
+      else pending.done();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("Communicator has been destroyed"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(Work().wait(), Error);
+}
+
+TEST(Api, AMovedFromCommunicatorIsAnError) {
+  Communicator first = solo();
+  Communicator second = std::move(first);
+  std::vector<int32_t> v(4, 7);
+  EXPECT_THROW((void)first.rank(), Error);
+  try {
+    first.allreduce(v.data(), v.data(), v.size(), DataType::int32, ReduceOp::sum);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("moved from"), std::string::npos) << e.what();
+  }
+  second.allreduce(v.data(), v.data(), v.size(), DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(v, std::vector<int32_t>(4, 7));
+}
+
+TEST(Api, TimeoutsOfAThousandYearsWork) {
+  run_ranks(2, [](Communicator& comm) {
+    CallOptions forever;
+    forever.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::hours(24 * 365) * 1000);
+    std::vector<float> v(16, 1.0f);
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, forever);
+    EXPECT_EQ(v[0], 2.0f);
+    forever.timeout = std::chrono::milliseconds::max();
+    comm.barrier(forever);
+  });
+}
+
+TEST(Api, ScratchThatCannotBeAllocatedIsAnErrorNamingTheSize) {
+  // 2^50 bytes (a PiB) is more than any machine here has.
+  detail::ScratchPool pool;
+  try {
+    pool.take(size_t{1} << 50);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::system) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1125899906842624 bytes of scratch"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NE(pool.take(64).data, nullptr);
+}
+
+
+// Both ranks block on a receive the other never sends; a second thread of
+// rank 0 aborts. Rank 0's call raises aborted with the reason, and rank 1's
+// names rank 0 and the reason: neither waits for the (long) timeout.
+TEST(Api, AbortFromAnotherThreadEndsABlockedCallOnEveryRank) {
+  std::vector<std::string> errors(2);
+  std::vector<ErrorCode> codes(2, ErrorCode::internal);
+  run_ranks(2, [&](Communicator& comm) {
+    CallOptions patient;
+    patient.timeout = std::chrono::minutes(10);
+    std::thread aborter;
+    if (comm.rank() == 0)
+      aborter = std::thread([&comm] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        comm.abort("operator pressed stop");
+      });
+    float x = 0;
+    try {
+      comm.recv(&x, 1, DataType::float32, 1 - comm.rank(), patient);
+      ADD_FAILURE() << "rank " << comm.rank() << ": no error";
+    } catch (const Error& e) {
+      codes[static_cast<size_t>(comm.rank())] = e.code();
+      errors[static_cast<size_t>(comm.rank())] = e.what();
+    }
+    if (aborter.joinable()) aborter.join();
+    // Later calls raise it too.
+    EXPECT_THROW(comm.barrier(), Error);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(codes[static_cast<size_t>(r)], ErrorCode::aborted) << errors[static_cast<size_t>(r)];
+    EXPECT_NE(errors[static_cast<size_t>(r)].find("operator pressed stop"), std::string::npos)
+        << errors[static_cast<size_t>(r)];
+  }
+  EXPECT_NE(errors[1].find("peer 0 aborted"), std::string::npos) << errors[1];
+}
+
+TEST(Api, AbortWithNoCallInFlightReachesThePeers) {
+  std::vector<std::string> errors(3);
+  run_ranks(3, [&](Communicator& comm) {
+    if (comm.rank() == 2) comm.abort("rank 2 is done");
+    std::vector<int32_t> v(8, 1);
+    try {
+      comm.allreduce(v.data(), v.data(), v.size(), DataType::int32, ReduceOp::sum);
+      ADD_FAILURE() << "rank " << comm.rank() << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::aborted) << e.what();
+      errors[static_cast<size_t>(comm.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors) EXPECT_NE(e.find("rank 2 is done"), std::string::npos) << e;
 }
 
 }  // namespace

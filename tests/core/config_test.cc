@@ -1,10 +1,12 @@
 #include "core/config.h"
+#include "core/deadline.h"
 
 #include <chorus/error.h>
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <utility>
 
 namespace chorus {
 namespace {
@@ -67,6 +69,48 @@ TEST(Config, TimeoutSpinAndDebug) {
   EXPECT_EQ(c.spin, std::chrono::microseconds(0));
   EXPECT_EQ(c.log_level, LogLevel::info);
   EXPECT_TRUE(c.log_tuning);
+}
+
+
+TEST(Config, LongTimeoutsSaturateToNoDeadline) {
+  {
+    ScopedEnv t("CHORUS_TIMEOUT", "inf");
+    EXPECT_EQ(Config::from_env().timeout, std::chrono::milliseconds::max());
+  }
+  {
+    ScopedEnv t("CHORUS_TIMEOUT", "1e10");  // about 317 years
+    EXPECT_EQ(Config::from_env().timeout, std::chrono::milliseconds(10'000'000'000'000LL));
+  }
+  {
+    ScopedEnv t("CHORUS_TIMEOUT", "1e300");
+    EXPECT_EQ(Config::from_env().timeout, std::chrono::milliseconds::max());
+  }
+  const Deadline now = Clock::now();
+  EXPECT_EQ(deadline_after(std::chrono::milliseconds::max(), now), Deadline::max());
+  const auto millennium = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::hours(24 * 365) * 1000);
+  EXPECT_EQ(deadline_after(millennium, now), Deadline::max());
+  EXPECT_EQ(deadline_after(std::chrono::milliseconds(5000), now),
+            now + std::chrono::milliseconds(5000));
+  EXPECT_GT(deadline_after(std::chrono::hours(24 * 365), now), now);
+}
+
+TEST(Config, EveryBadNumberNamesItsVariable) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"CHORUS_TIMEOUT", "0"},        {"CHORUS_TIMEOUT", "-1"},    {"CHORUS_TIMEOUT", "nan"},
+      {"CHORUS_SPIN_US", "inf"},      {"CHORUS_SPIN_US", "1e12"},  {"CHORUS_SPIN_US", "x"},
+      {"CHORUS_SEGMENT", "inf"},      {"CHORUS_SEGMENT", "1.5"},   {"CHORUS_SEGMENT", "-4"},
+      {"CHORUS_BIND", "bogus"},       {"CHORUS_TCP_STREAMS", "0"}, {"CHORUS_DEBUG", "LOUD"}};
+  for (const auto& [name, value] : bad) {
+    ScopedEnv e(name, value);
+    try {
+      Config::from_env();
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(err.what()).find(name), std::string::npos) << err.what();
+    }
+  }
 }
 
 }  // namespace

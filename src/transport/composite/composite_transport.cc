@@ -1,5 +1,6 @@
 #include "transport/composite/composite_transport.h"
 
+#include <atomic>
 #include <algorithm>
 #include <chrono>
 
@@ -48,11 +49,17 @@ class CompositeTransport final : public Transport {
       if (done.size() > before) return;
       take(*tcp_, 1, done, &slice);
       if (done.size() > before) return;
+      if (interrupted_.exchange(false, std::memory_order_acquire)) return;
     }
   }
-  void abort(const std::string& reason) override {
-    shm_->abort(reason);
-    tcp_->abort(reason);
+  void abort(ErrorCode cause, const std::string& reason) override {
+    shm_->abort(cause, reason);
+    tcp_->abort(cause, reason);
+  }
+  void interrupt() override {
+    interrupted_.store(true, std::memory_order_release);
+    shm_->interrupt();
+    tcp_->interrupt();
   }
 
  private:
@@ -67,6 +74,7 @@ class CompositeTransport final : public Transport {
 
   int rank_;
   int size_;
+  std::atomic<bool> interrupted_{false};
   std::unique_ptr<Transport> shm_;
   std::unique_ptr<Transport> tcp_;
   std::vector<int> local_;  // global rank -> rank in the shm group, -1 = over tcp

@@ -90,11 +90,12 @@ class InprocWorld {
     }
   }
 
-  void mark_failed(int rank, const std::string& reason) {
+  void mark_failed(int rank, ErrorCode cause, const std::string& reason) {
     {
       std::lock_guard lock(fail_mu_);
       if (failed_rank_ < 0) {
         failed_rank_ = rank;
+        fail_cause_ = cause;
         fail_reason_ = reason;
       }
     }
@@ -112,8 +113,8 @@ class InprocWorld {
     if (failed_.load(std::memory_order_acquire)) {
       std::lock_guard lock(fail_mu_);
       if (failed_rank_ != self)
-        fail_with(ErrorCode::peer_failure, "rank ", self, ": peer ", failed_rank_,
-                  " failed: ", fail_reason_);
+        fail_with(peer_code(fail_cause_), "rank ", self, ": peer ", failed_rank_, " ",
+                  peer_verb(fail_cause_), ": ", fail_reason_);
     }
     Mailbox& b = box(self);
     for (int p = 0; p < n_; ++p)
@@ -136,6 +137,7 @@ class InprocWorld {
   std::atomic<bool> failed_{false};
   std::mutex fail_mu_;
   int failed_rank_ = -1;
+  ErrorCode fail_cause_ = ErrorCode::peer_failure;
   std::string fail_reason_;
 };
 
@@ -206,8 +208,9 @@ class InprocTransport final : public Transport {
       drain(done);
       if (done.size() > before) return;
       world_->check_peers(rank_);
+      if (interrupted_.exchange(false, std::memory_order_acq_rel)) return;
       std::unique_lock lock(b.mu);
-      if (!b.done.empty()) continue;
+      if (!b.done.empty() || interrupted_.load(std::memory_order_acquire)) continue;
       if (Clock::now() >= deadline) return;
       // Wake at least every 100 ms to re-check peer state even without notify.
       const auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
@@ -215,9 +218,16 @@ class InprocTransport final : public Transport {
     }
   }
 
-  void abort(const std::string& reason) override {
-    world_->mark_failed(rank_, reason);
+  void abort(ErrorCode cause, const std::string& reason) override {
+    world_->mark_failed(rank_, cause, reason);
     withdraw();
+  }
+
+  void interrupt() override {
+    Mailbox& b = world_->box(rank_);
+    interrupted_.store(true, std::memory_order_release);
+    { std::lock_guard lock(b.mu); }
+    b.cv.notify_all();
   }
 
   ~InprocTransport() override { withdraw(); }
@@ -304,6 +314,7 @@ class InprocTransport final : public Transport {
   std::shared_ptr<InprocWorld> world_;
   int rank_;
   std::chrono::microseconds spin_;
+  std::atomic<bool> interrupted_{false};  // interrupt(): the next wait returns
   RequestId next_id_ = 1;
   // Requests left pending at post time, with their peer (guarded by box mu).
   std::unordered_map<RequestId, int> tracked_;

@@ -199,7 +199,7 @@ class ShmTransport final : public Transport {
       return;
     }
     progress(done);
-    if (done.size() > before) return;
+    if (done.size() > before || interrupted()) return;
 
     // Spin phase: cheap polls. A rank on a core of its own spins there for
     // the whole budget. Otherwise only the first few microseconds spin on
@@ -230,12 +230,13 @@ class ShmTransport final : public Transport {
           progress(done);
           if (done.size() > before) return;
         }
+        if (interrupted()) return;
       }
     }
     for (auto now = Clock::now(); now < spin_end; now = Clock::now()) {
       ::sched_yield();
       progress(done);
-      if (done.size() > before) return;
+      if (done.size() > before || interrupted()) return;
     }
 
     Doorbell& bell = own_->bell;
@@ -257,20 +258,34 @@ class ShmTransport final : public Transport {
       shm::futex_wait(bell.seq, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(nap));
       bell.sleeping.store(0, std::memory_order_relaxed);
       progress(done);
-      if (done.size() > before) return;
+      if (done.size() > before || interrupted()) return;
     }
   }
 
-  void abort(const std::string& reason) override {
+  void abort(ErrorCode cause, const std::string& reason) override {
     if (own_ == nullptr) return;
     const size_t n = std::min(reason.size(), shm::kReasonBytes - 1);
     std::memcpy(own_->reason, reason.data(), n);
     own_->reason[n] = '\0';
-    own_->aborted.store(1, std::memory_order_release);
+    // 1 + the cause's code, so that 0 stays "not aborted".
+    own_->aborted.store(1 + static_cast<uint32_t>(cause), std::memory_order_release);
     ring_everyone();
   }
 
+  void interrupt() override {
+    interrupted_.store(true, std::memory_order_release);
+    if (own_ == nullptr) return;
+    own_->bell.seq.fetch_add(1, std::memory_order_seq_cst);
+    shm::futex_wake(own_->bell.seq);
+  }
+
  private:
+  // Whether interrupt() was called since the last look (which clears it).
+  bool interrupted() {
+    return interrupted_.load(std::memory_order_relaxed) &&
+           interrupted_.exchange(false, std::memory_order_acquire);
+  }
+
   Peer& peer_at(int peer, const char* what) {
     if (peer < 0 || peer >= size_ || peer == rank_)
       fail(ErrorCode::invalid_argument, "rank ", rank_, ": shm ", what, ": bad peer ", peer,
@@ -456,7 +471,9 @@ class ShmTransport final : public Transport {
   void check_not_aborted(const Peer& p) {
     if (p.header->aborted.load(std::memory_order_acquire) == 0) return;
     std::string reason(p.header->reason, strnlen(p.header->reason, shm::kReasonBytes));
-    fail(ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", p.rank, " failed: ", reason);
+    const auto cause = static_cast<ErrorCode>(p.header->aborted.load(std::memory_order_acquire) - 1);
+    fail(peer_code(cause), "rank ", rank_, ": shm: peer ", p.rank, " ", peer_verb(cause), ": ",
+         reason);
   }
 
   // Wakes the touched peers that announced they sleep. Every slot seq and
@@ -525,6 +542,7 @@ class ShmTransport final : public Transport {
 
   int rank_;
   int size_;
+  std::atomic<bool> interrupted_{false};
   std::chrono::microseconds spin_;
   size_t cma_threshold_;
   Layout layout_;

@@ -12,6 +12,7 @@
 #include "transport/tcp/tcp_wire.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -19,6 +20,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <atomic>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -105,8 +107,15 @@ class TcpTransport final : public Transport {
         size_(size),
         options_(options),
         peers_(static_cast<size_t>(size)),
-        epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+        epoll_(::epoll_create1(EPOLL_CLOEXEC)),
+        wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (!epoll_.valid()) fail(ErrorCode::system, where(), "epoll_create1: ", errno_text(errno));
+    if (!wake_.valid()) fail(ErrorCode::system, where(), "eventfd: ", errno_text(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &wake_;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0)
+      fail(ErrorCode::system, where(), "epoll_ctl: ", errno_text(errno));
     if (options_.streams < 1) fail(ErrorCode::invalid_argument, where(), "streams must be >= 1");
   }
 
@@ -184,16 +193,22 @@ class TcpTransport final : public Transport {
     while (Clock::now() < spin_end) {
       std::this_thread::yield();
       progress(0);
-      if (take(done)) return;
+      if (take(done) || interrupted()) return;
     }
     while (true) {
       progress(poll_timeout_ms(deadline));
-      if (take(done)) return;
+      if (take(done) || interrupted()) return;
       if (Clock::now() >= deadline) return;
     }
   }
 
-  void abort(const std::string& reason) override {
+  void interrupt() override {
+    interrupted_.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof one);
+  }
+
+  void abort(ErrorCode cause, const std::string& reason) override {
     if (aborted_) return;
     aborted_ = true;
     // Best effort: a peer that reads the abort frame learns the reason; one
@@ -206,6 +221,7 @@ class TcpTransport final : public Transport {
         uint8_t h[kHeaderBytes];
         FrameHeader fh;
         fh.kind = frame_abort;
+        fh.seq = static_cast<uint64_t>(cause);  // an abort frame's seq is its cause
         fh.total = fh.len = text.size();
         fh.encode(h);
         iovec iov[2] = {{h, kHeaderBytes}, {const_cast<char*>(text.data()), text.size()}};
@@ -220,6 +236,18 @@ class TcpTransport final : public Transport {
 
  private:
   std::string where() const { return str_cat("rank ", rank_, ": tcp: "); }
+
+  // The cause an abort frame carries in its seq (peer_failure when unknown).
+  static ErrorCode abort_cause(const FrameHeader& h) {
+    return h.seq <= static_cast<uint64_t>(ErrorCode::internal) ? static_cast<ErrorCode>(h.seq)
+                                                               : ErrorCode::peer_failure;
+  }
+
+  // Whether interrupt() was called since the last look (which clears it).
+  bool interrupted() {
+    return interrupted_.load(std::memory_order_relaxed) &&
+           interrupted_.exchange(false, std::memory_order_acquire);
+  }
 
   Peer& usable_peer(int peer, const char* what) {
     if (peer < 0 || peer >= size_ || peer == rank_ || !peers_[static_cast<size_t>(peer)].connected)
@@ -291,6 +319,11 @@ class TcpTransport final : public Transport {
     for (int i = 0; i < n; ++i) {
       if (events[i].data.ptr == nullptr) {
         refuse_late_connections();
+        continue;
+      }
+      if (events[i].data.ptr == &wake_) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t got = ::read(wake_.get(), &count, sizeof count);
         continue;
       }
       Stream& s = *static_cast<Stream*>(events[i].data.ptr);
@@ -499,7 +532,9 @@ class TcpTransport final : public Transport {
       s.got += got;
       if (s.frame.kind == frame_abort) {
         if (s.got == s.frame.len) {
-          peer_failed(s.peer, ErrorCode::peer_failure, str_cat("failed: ", s.abort_reason), true);
+          const ErrorCode cause = abort_cause(s.frame);
+          peer_failed(s.peer, peer_code(cause), str_cat(peer_verb(cause), ": ", s.abort_reason),
+                      true);
           close_stream(s);
         }
         continue;
@@ -542,7 +577,8 @@ class TcpTransport final : public Transport {
       s.got = 0;
       s.target = nullptr;
       if (h.len == 0) {
-        peer_failed(s.peer, ErrorCode::peer_failure, "failed", true);
+        peer_failed(s.peer, peer_code(abort_cause(h)), std::string(peer_verb(abort_cause(h))),
+                    true);
         close_stream(s);
       }
       return;
@@ -554,7 +590,7 @@ class TcpTransport final : public Transport {
   void close_all() {
     // A rank that failed tells its peers why rather than saying goodbye, so
     // that they report the cause, not the closed connection.
-    if (failure_ && !aborted_) abort(failure_->what());
+    if (failure_ && !aborted_) abort(failure_->code(), failure_->what());
     if (!aborted_) {
       // Goodbye on every stream whose output is idle, so that peers can tell
       // a finished rank from a dead one.
@@ -608,6 +644,8 @@ class TcpTransport final : public Transport {
   TcpOptions options_;
   std::vector<Peer> peers_;
   Fd epoll_;
+  Fd wake_;  // an eventfd in epoll_: interrupt() writes it
+  std::atomic<bool> interrupted_{false};
   Fd listen_;
   std::vector<std::unique_ptr<Stream>> streams_;
   std::unordered_map<RequestId, size_t> sends_left_;  // chunks not yet written

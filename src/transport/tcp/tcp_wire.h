@@ -8,7 +8,7 @@
 //   magic u32 "CHRF" | kind u16 | reserved u16 | seq u64 | total u64 | offset u64 | len u64
 // kind data carries bytes [offset, offset+len) of message `seq` of `total`
 // bytes; kind abort carries the failed peer's reason (at most kMaxAbortReason
-// bytes); kind bye has no payload. tcp_transport.h says how they are used.
+// bytes) and, in seq, the ErrorCode of its cause; kind bye has no payload. tcp_transport.h says how they are used.
 #pragma once
 
 #include <array>

@@ -408,7 +408,7 @@ TEST(ShmTransport, AbortReachesPeers) {
   auto out = run_processes(3, small_slots(), [&](int rank, Transport& t) {
     if (rank == 0) {
       std::this_thread::sleep_for(50ms);
-      t.abort("allreduce(ring): injected failure");
+      t.abort(ErrorCode::internal, "allreduce(ring): injected failure");
       // Stay alive: the peers must learn of the abort from the flag, not from
       // this process exiting.
       std::this_thread::sleep_for(1s);

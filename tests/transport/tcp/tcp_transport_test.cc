@@ -193,7 +193,7 @@ TEST(TcpTransport, AbortReachesPeersWithItsReason) {
   TempStore ts;
   auto errors = run_tcp(3, 1, [&](int r, std::unique_ptr<Transport>& t) {
     if (r == 2) {
-      t->abort("rank 2 gave up on purpose");
+      t->abort(ErrorCode::internal, "rank 2 gave up on purpose");
       std::this_thread::sleep_for(200ms);
       return;
     }
@@ -225,7 +225,7 @@ TEST(TcpTransport, AFailedRankPassesTheCauseOnWhenItCloses) {
   auto errors = run_tcp(3, 1, [&](int r, std::unique_ptr<Transport>& t) {
     uint8_t b = 0;
     if (r == 2) {
-      t->abort("rank 2 gave up on purpose");
+      t->abort(ErrorCode::internal, "rank 2 gave up on purpose");
       return;
     }
     wait_all(*t, {t->irecv(r == 0 ? 1 : 2, &b, 1, nullptr)}, Clock::now() + 20s);
