@@ -23,7 +23,9 @@
 #include <chorus/chorus.h>
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -159,6 +161,85 @@ int run_timeout_mode() {
   return 1;
 }
 
+
+// After a failure, a new communicator from the same environment works.
+bool works_again() {
+  Communicator again = init_from_env();
+  std::vector<float> v(64, 1.0f);
+  again.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  const bool ok = v[0] == static_cast<float>(again.size()) && v[63] == v[0];
+  std::printf("rank %d: a new communicator after the abort %s\n", again.rank(),
+              ok ? "works" : "computed a wrong sum");
+  return ok;
+}
+
+// Rank 1 stops itself (SIGSTOP) while rank 0 is blocked in an allreduce with
+// it; a second thread of rank 0 aborts. Rank 0's call must end with aborted
+// at once (well before its 60 s timeout), and rank 1, continued by rank 0,
+// must raise aborted naming rank 0 and the reason in its next call.
+int run_abort_mode() {
+  const BootstrapEnv env = read_bootstrap_env();
+  Communicator comm = init_from_env();
+  OpenedStore store = open_store(env.store, false, Clock::now() + std::chrono::seconds(20));
+  const std::string reason = "abort test: operator stop";
+  std::vector<float> v(1024, 1.0f);
+  CallOptions patient;
+  patient.timeout = std::chrono::seconds(60);
+  comm.barrier();
+  if (comm.rank() == 1) {
+    const std::string pid = std::to_string(::getpid());
+    store.store->set("abort_test/pid", std::vector<uint8_t>(pid.begin(), pid.end()));
+    ::raise(SIGSTOP);
+    try {
+      comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, patient);
+      std::printf("rank 1: allreduce completed although rank 0 aborted\n");
+      return 1;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      std::printf("rank 1: %s: %s\n", std::string(to_string(e.code())).c_str(), msg.c_str());
+      const bool good = e.code() == ErrorCode::aborted && msg.find("peer 0") != std::string::npos &&
+                        msg.find(reason) != std::string::npos;
+      if (good) store.store->add("abort_test/peer_ok", 1);
+      return good && works_again() ? 0 : 1;
+    }
+  }
+  if (comm.rank() != 0) return 0;
+  const std::vector<uint8_t> pid_bytes =
+      store.store->get("abort_test/pid", Clock::now() + std::chrono::seconds(20));
+  const std::string pid(pid_bytes.begin(), pid_bytes.end());
+  std::atomic<int64_t> aborted_at{0};
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    aborted_at = Clock::now().time_since_epoch().count();
+    comm.abort(reason);
+  });
+  int rc = 1;
+  try {
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, patient);
+    std::printf("rank 0: allreduce completed although rank 1 is stopped\n");
+  } catch (const Error& e) {
+    const auto now = Clock::now().time_since_epoch().count();
+    const double ms = static_cast<double>(now - aborted_at.load()) / 1e6;
+    const std::string msg = e.what();
+    std::printf("rank 0: %s %.3f ms after abort(): %s\n", std::string(to_string(e.code())).c_str(),
+                ms, msg.c_str());
+    // Generous against a loaded host; the figure is printed for the record.
+    if (e.code() == ErrorCode::aborted && msg.find(reason) != std::string::npos && ms < 1000)
+      rc = 0;
+  }
+  aborter.join();
+  ::kill(static_cast<pid_t>(std::stol(pid)), SIGCONT);
+  if (rc != 0) return rc;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (store.store->add("abort_test/peer_ok", 0) < 1) {
+    if (Clock::now() > deadline) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!works_again()) return 1;
+  std::printf("ABORT OK\n");
+  return 0;
+}
+
 }  // namespace
 }  // namespace chorus
 
@@ -170,7 +251,8 @@ int main(int argc, char** argv) {
     if (mode == "allreduce") return chorus::run_allreduce_mode();
     if (mode == "kill") return chorus::run_kill_mode();
     if (mode == "timeout") return chorus::run_timeout_mode();
-    std::fprintf(stderr, "usage: mp_check grid [--small] | allreduce | kill | timeout\n");
+    if (mode == "abort") return chorus::run_abort_mode();
+    std::fprintf(stderr, "usage: mp_check grid [--small] | allreduce | kill | timeout | abort\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());
