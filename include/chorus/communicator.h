@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace chorus {
@@ -71,6 +72,12 @@ class Communicator {
   // milliseconds); never blocks. Not concurrently with the destructor.
   // A new communicator (init_from_env) works afterwards.
   void abort(std::string_view reason);
+
+  // This rank's last 64 calls as JSON: sequence number, shape, algorithm,
+  // start and end times, state, and for a failed call the error and the ops it
+  // still waited for. CHORUS_FLIGHT_RECORDER=DIR also writes it to
+  // DIR/chorus-flight-rank<R>.json whenever a call fails.
+  std::string flight_record() const;
 
   // recv[i] = op over all ranks of send[i], on every rank; count elements each.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,

@@ -1,6 +1,7 @@
 #include "api/communicator_impl.h"
 
 #include "core/check.h"
+#include "core/log.h"
 #include "core/reduce_kernels.h"
 
 #include <algorithm>
@@ -236,6 +237,10 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   const bool empty = call.collective != Collective::barrier && call.count == 0;
   if (empty || (size() == 1 && call.collective == Collective::barrier)) {
     work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
+    const Deadline now = Clock::now();
+    work->record = recorder_.start(to_string(call.collective), {}, call.type, call.op, call.count,
+                                   call.root, -1, now);
+    recorder_.finish(work->record, now);
     return work;
   }
   const size_t es = call.collective == Collective::barrier ? 1 : dtype_size(call.type);
@@ -252,15 +257,24 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
   work->exec.restart(program, buffers, call.type, call.op,
                      CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max());
+  const bool rooted = call.collective == Collective::broadcast || call.collective == Collective::reduce;
+  auto record = [&](Deadline now) {
+    work->record = recorder_.start(to_string(call.collective), plan.algorithm->name, call.type,
+                                   call.op, call.count, rooted ? call.root : -1, -1, now);
+  };
   try {
     // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
     engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
   } catch (...) {
+    record(Clock::now());
+    outstanding_.push_back(work);  // so that fail_all records why
     fail_all(std::current_exception());
     throw;
   }
   // After enqueue, which has published the first small messages already.
-  work->exec.set_deadline(deadline_after(timeout));
+  const Deadline now = Clock::now();
+  work->exec.set_deadline(deadline_after(timeout, now));
+  record(now);
   outstanding_.push_back(work);
   return work;
 }
@@ -301,15 +315,17 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
   if (!cached) cached = prepare(point_to_point_program(kind, peer, count));
   auto work = new_work();
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  const Deadline now = Clock::now();
   work->exec.restart(cached, ExecBuffers{send, recv, nullptr}, type, ReduceOp::sum,
-                     CallLabel{what, {}, peer}, deadline_after(timeout));
+                     CallLabel{what, {}, peer}, deadline_after(timeout, now));
+  work->record = recorder_.start(what, {}, type, ReduceOp::sum, count, -1, peer, now);
+  outstanding_.push_back(work);
   try {
     engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
   } catch (...) {
     fail_all(std::current_exception());
     throw;
   }
-  outstanding_.push_back(work);
   return work;
 }
 
@@ -318,6 +334,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
 void CommunicatorImpl::retire(WorkState& w) {
   if (w.finished) return;
   w.finished = true;
+  recorder_.finish(w.record, Clock::now());
   pool_.give(std::exchange(w.scratch, {}));
 }
 
@@ -344,11 +361,26 @@ void CommunicatorImpl::fail_all(std::exception_ptr error) {
   }
   if (abort_requested_.load(std::memory_order_acquire))
     abort_carried_out_.store(true, std::memory_order_release);
+  std::string what = "a non-standard exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  const Deadline now = Clock::now();
   for (auto& w : outstanding_) {
     w->error = error;
+    if (!w->finished) recorder_.fail(w->record, what, w->exec.pending_summary(), now);
     w->finished = true;
   }
   outstanding_.clear();
+  if (!config_.flight_recorder_dir.empty()) {
+    const std::string problem =
+        recorder_.dump(config_.flight_recorder_dir, rank_, size_, transport_->name());
+    if (!problem.empty())
+      log_message(config_.log_level, LogLevel::warn, rank_, "flight recorder: ", problem);
+  }
 }
 
 void CommunicatorImpl::wait(WorkState& w) {
@@ -451,6 +483,10 @@ detail::CommunicatorImpl& Communicator::impl() const {
 }
 
 int Communicator::rank() const { return impl().rank(); }
+
+std::string Communicator::flight_record() const {
+  return guarded("flight_record", [&] { return impl().flight_record(); });
+}
 
 void Communicator::abort(std::string_view reason) {
   guarded("abort", [&] { impl().abort(reason); });

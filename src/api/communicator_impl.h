@@ -7,6 +7,7 @@
 #pragma once
 
 #include "algorithms/algorithm.h"
+#include "api/flight_recorder.h"
 #include "core/config.h"
 #include "exec/executor.h"
 #include "transport/transport.h"
@@ -66,6 +67,7 @@ struct WorkState {
   std::weak_ptr<const void> alive;
   ScratchPool::Buffer scratch;
   Execution exec;
+  uint64_t record = 0;  // its entry in the flight recorder
   std::exception_ptr error;
   bool finished = false;
 };
@@ -101,6 +103,11 @@ class CommunicatorImpl {
                                                    const CallOptions& options);
   void wait(WorkState& work);
   bool test(WorkState& work);
+
+  // The flight recorder as JSON (api/flight_recorder.h).
+  std::string flight_record() const {
+    return recorder_.to_json(rank_, size_, transport_->name());
+  }
 
   // Communicator::abort: any thread, never blocks (see communicator.h).
   void abort(std::string_view reason);
@@ -161,6 +168,7 @@ class CommunicatorImpl {
   ScratchPool pool_;
   std::vector<std::shared_ptr<WorkState>> outstanding_;
   std::exception_ptr broken_;  // set once a call failed: the communicator is unusable
+  FlightRecorder recorder_;
   std::atomic<int> call_state_{0};
   std::atomic<bool> abort_requested_{false};
   std::atomic<bool> abort_carried_out_{false};  // fail_all ran after the request

@@ -190,6 +190,7 @@ Config Config::from_env() {
   }
   if (auto v = env_var("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = env_var("CHORUS_HOST_ID")) cfg.host_id = *v;
+  if (auto v = env_var("CHORUS_FLIGHT_RECORDER")) cfg.flight_recorder_dir = *v;
   if (auto v = env_var("CHORUS_BIND"); v && !v->empty()) {
     if (*v != "core" && *v != "none")
       fail(ErrorCode::invalid_argument, "CHORUS_BIND='", *v, "' is not one of core, none");

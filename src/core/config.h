@@ -21,6 +21,8 @@
 //   CHORUS_HOST_ID     the host identity this rank publishes (default hostname
 //                      and boot id): ranks with equal identities use shm
 //                      between them; lets one machine stand in for several
+//   CHORUS_FLIGHT_RECORDER  a directory: every failure writes the rank's last
+//                      calls there as JSON (api/flight_recorder.h)
 //   CHORUS_BIND        core | none: chorus-run and chorus-perf bind local
 //                      ranks to cores when there are enough (default core)
 #pragma once
@@ -52,6 +54,7 @@ struct Config {
   std::string tcp_address;  // "" = derive from the route to the store
   bool bind_cores = true;   // CHORUS_BIND
   std::string host_id;      // CHORUS_HOST_ID; "" = hostname and boot id
+  std::string flight_recorder_dir;  // CHORUS_FLIGHT_RECORDER; "" = no files
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;

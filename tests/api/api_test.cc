@@ -5,8 +5,14 @@
 #include <chorus/chorus.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <numeric>
 #include <string>
@@ -325,6 +331,60 @@ TEST(Api, AbortWithNoCallInFlightReachesThePeers) {
     }
   });
   for (const std::string& e : errors) EXPECT_NE(e.find("rank 2 is done"), std::string::npos) << e;
+}
+
+
+TEST(Api, TheFlightRecordHoldsTheLast64Calls) {
+  run_ranks(2, [](Communicator& comm) {
+    std::vector<float> v(32, 1.0f);
+    for (int i = 0; i < 70; ++i)
+      comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+    if (comm.rank() == 0) comm.send(v.data(), 5, DataType::float32, 1);
+    if (comm.rank() == 1) comm.recv(v.data(), 5, DataType::float32, 0);
+    const auto record = nlohmann::json::parse(comm.flight_record());
+    EXPECT_EQ(record["rank"], comm.rank());
+    EXPECT_EQ(record["size"], 2);
+    const auto& calls = record["calls"];
+    ASSERT_EQ(calls.size(), 64u);
+    EXPECT_EQ(calls.front()["seq"], 7);  // 71 calls, the first 7 gone
+    EXPECT_EQ(calls.back()["seq"], 70);
+    const auto& last_allreduce = calls[calls.size() - 2];
+    EXPECT_EQ(last_allreduce["call"], "allreduce");
+    EXPECT_FALSE(last_allreduce["algorithm"].get<std::string>().empty());
+    EXPECT_EQ(last_allreduce["dtype"], "float32");
+    EXPECT_EQ(last_allreduce["op"], "max");
+    EXPECT_EQ(last_allreduce["count"], 32);
+    EXPECT_EQ(last_allreduce["state"], "done");
+    EXPECT_GE(last_allreduce["end_us"].get<double>(), last_allreduce["start_us"].get<double>());
+    EXPECT_EQ(calls.back()["call"], comm.rank() == 0 ? "send to peer" : "recv from peer");
+    EXPECT_EQ(calls.back()["peer"], 1 - comm.rank());
+    EXPECT_EQ(calls.back()["count"], 5);
+  });
+}
+
+TEST(Api, AFailedCallIsWrittenToTheFlightRecorderDirectory) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("chorus_flight_" + std::to_string(::getpid())))
+                              .string();
+  setenv("CHORUS_FLIGHT_RECORDER", dir.c_str(), 1);
+  run_ranks(2, [](Communicator& comm) {
+    if (comm.rank() == 1) return;  // never sends: rank 0's receive fails
+    float x;
+    CallOptions quick;
+    quick.timeout = std::chrono::milliseconds(200);
+    EXPECT_THROW(comm.recv(&x, 1, DataType::float32, 1, quick), Error);
+  });
+  unsetenv("CHORUS_FLIGHT_RECORDER");
+  std::ifstream in(dir + "/chorus-flight-rank0.json");
+  ASSERT_TRUE(in.good()) << "no flight record in " << dir;
+  const auto record = nlohmann::json::parse(in);
+  const auto& call = record["calls"].back();
+  EXPECT_EQ(call["call"], "recv from peer");
+  EXPECT_EQ(call["state"], "failed");
+  EXPECT_NE(call["pending"].get<std::string>().find("recv from peer 1"), std::string::npos)
+      << call.dump();
+  EXPECT_FALSE(call["error"].get<std::string>().empty());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
