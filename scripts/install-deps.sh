@@ -3,7 +3,7 @@
 # that are missing. Usage: scripts/install-deps.sh [extra-package...]
 set -euo pipefail
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      libcli11-dev nlohmann-json3-dev gnuplot-nox openmpi-bin "$@")
+      libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,9 +2,15 @@
 //
 //   chorus-run -n 4 [--transport shm|tcp] [--store file|tcp] [--] program args...
 //
+// Its own options come first. The first argument that is neither one of them
+// nor an option's value is the program, and the program and everything after
+// it reach the program unchanged (`chorus-run -n 1 prog -n 5` gives prog
+// "-n 5"); a "--" before the program ends the options and is dropped.
+//
 // It makes a store of its own (a FileStore in a private temporary directory,
 // removed at exit; or, with --store tcp, a TcpStore that rank 0 serves on a
-// free loopback port), sets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_STORE (and
+// free loopback port, with a fresh random CHORUS_STORE_SECRET that only its
+// ranks know), sets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_STORE (and
 // CHORUS_TRANSPORT when --transport is given) for each rank, and prefixes
 // every line the ranks print with "[rank] ". When a rank exits non-zero or is
 // killed, the others get --grace seconds to finish on their own (so that they
@@ -17,6 +23,7 @@
 #include "bootstrap/affinity.h"
 #include "core/config.h"
 #include "net/socket.h"
+#include "store/store_auth.h"
 
 #include <CLI/CLI.hpp>
 
@@ -125,6 +132,32 @@ int exit_code_of(int status) {
   return 1;
 }
 
+// chorus-run's options that take a value (as separate arguments).
+bool takes_value(const std::string& option) {
+  return option == "-n" || option == "--nranks" || option == "--transport" ||
+         option == "--store" || option == "--grace";
+}
+
+// Splits the command line into chorus-run's own arguments (argv[0] first)
+// and the program with its arguments, verbatim.
+void split_command_line(int argc, char** argv, std::vector<std::string>& own,
+                        std::vector<std::string>& command) {
+  own.assign(argv, argv + 1);
+  int i = 1;
+  while (i < argc) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // the program
+    own.push_back(a);
+    ++i;
+    if (takes_value(a) && i < argc) own.push_back(argv[i++]);
+  }
+  command.assign(argv + i, argv + argc);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,15 +175,24 @@ int main(int argc, char** argv) {
   app.add_option("--grace", grace,
                  "seconds the other ranks get to exit on their own after one fails")
       ->check(CLI::Range(0.0, 3600.0));
-  app.add_option("command", command, "program and its arguments")->required();
-  app.prefix_command();
-  CLI11_PARSE(app, argc, argv);
-  for (auto& extra : app.remaining()) command.push_back(extra);
+  app.footer("[--] program [args...]   the program each rank runs; it and every argument after "
+             "it are passed on unchanged");
+  std::vector<std::string> own;
+  split_command_line(argc, argv, own, command);
+  std::vector<const char*> own_argv;
+  for (const auto& a : own) own_argv.push_back(a.c_str());
+  CLI11_PARSE(app, static_cast<int>(own_argv.size()), own_argv.data());
+  if (command.empty()) {
+    std::fprintf(stderr, "chorus-run: no program given\n%s", app.help().c_str());
+    return 2;
+  }
 
   TempDir dir;
   const std::string store = store_kind == "tcp"
                                 ? "tcp://127.0.0.1:" + std::to_string(free_loopback_port())
                                 : "file://" + dir.path() + "/store";
+  // The TcpStore admits only processes that hold this secret: its ranks.
+  const std::string secret = store_kind == "tcp" ? chorus::random_secret() : "";
 
   // Signals arrive through a signalfd, so that no handler and no global state
   // is needed; the children get the default disposition back before exec.
@@ -192,6 +234,7 @@ int main(int argc, char** argv) {
       ::setenv("CHORUS_RANK", std::to_string(r).c_str(), 1);
       ::setenv("CHORUS_WORLD_SIZE", std::to_string(nranks).c_str(), 1);
       ::setenv("CHORUS_STORE", store.c_str(), 1);
+      if (!secret.empty()) ::setenv("CHORUS_STORE_SECRET", secret.c_str(), 1);
       if (!transport.empty()) ::setenv("CHORUS_TRANSPORT", transport.c_str(), 1);
       ::execvp(cargv[0], cargv.data());
       std::fprintf(stderr, "chorus-run: cannot run %s: %s\n", cargv[0], std::strerror(errno));

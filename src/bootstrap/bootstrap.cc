@@ -10,7 +10,10 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 namespace chorus {
 
@@ -55,9 +58,91 @@ void store_barrier(Store& store, const std::string& name, int size, Deadline dea
   store.get(name + "/open", deadline);
 }
 
+// Claims `rank` for this process and counts this process's communicators on
+// the store: returns k for its k-th (from 0). The first process to add to
+// "claims" owns the rank; another one is a duplicate.
+int64_t join(Store& store, int rank, Deadline deadline) {
+  const std::string base = str_cat("chorus/rank", rank);
+  const std::string me = process_identity();
+  if (store.add(base + "/claims", 1) == 1) store.set(base + "/owner", to_bytes(me));
+  const std::string owner = to_string(store.get(base + "/owner", deadline));
+  if (owner != me)
+    fail(ErrorCode::mismatch, "rank ", rank, " joined twice: ", owner, " and ", me,
+         " both claim it (two processes were given the same rank, or the store holds the keys "
+         "of an earlier job: use a fresh store per job)");
+  return store.add(base + "/inits", 1) - 1;
+}
+
+// Rank 0 publishes the world size; every other rank compares its own.
+void check_world_size(Store& scoped, const std::string& prefix, int rank, int size,
+                      Deadline deadline) {
+  if (rank == 0) {
+    scoped.set("size", to_bytes(std::to_string(size)));
+    return;
+  }
+  std::vector<uint8_t> v;
+  try {
+    v = scoped.get("size", deadline);
+  } catch (const Error& e) {
+    fail(e.code(), "rank ", rank, ": waiting for rank 0's world size: ", e.what());
+  }
+  int theirs = 0;
+  const char* b = reinterpret_cast<const char*>(v.data());
+  const auto [end, ec] = std::from_chars(b, b + v.size(), theirs);
+  if (v.empty() || ec != std::errc() || end != b + v.size() || theirs < 1) {
+    std::string shown;
+    for (size_t i = 0; i < v.size() && i < 64; ++i)
+      shown += v[i] >= 0x20 && v[i] < 0x7f ? static_cast<char>(v[i]) : '?';
+    fail(ErrorCode::mismatch, "rank ", rank, ": store key '", prefix, "/size' holds '", shown,
+         "', not a world size");
+  }
+  if (theirs != size)
+    fail(ErrorCode::mismatch, "rank ", rank, " says world size ", size, ", rank 0 says ", theirs);
+}
+
+// A rank whose start-up failed tells the others through the store, so that
+// they fail now, with its reason, instead of waiting for it until the
+// deadline. The rank that hosts a tcp:// store then keeps serving it until
+// the other ranks have read the reason and left, for at most kAbortLinger.
+constexpr auto kAbortLinger = std::chrono::seconds(5);
+
+void abort_start_up(OpenedStore& opened, const std::string& reason, Deadline deadline) {
+  try {
+    opened.store->abort(reason);
+  } catch (const Error&) {
+    // The store itself may be what failed; the others will time out.
+  }
+  if (opened.server) {
+    opened.store.reset();  // this rank's own connection
+    opened.server->wait_until_no_clients(std::min(deadline, Clock::now() + kAbortLinger));
+  }
+}
+
 }  // namespace
 
-OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline) {
+std::string process_identity() {
+  // Field 22 of /proc/self/stat: the start time in clock ticks since boot.
+  std::string start = "?";
+  std::ifstream f("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren != std::string::npos) {
+    std::istringstream fields(stat.substr(paren + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i)
+      if (i == 22) start = field;
+  }
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream b("/proc/sys/kernel/random/boot_id");
+  std::getline(b, boot);
+  return str_cat("process ", ::getpid(), " on ", name, " (boot ", boot, ", started at tick ",
+                 start, ")");
+}
+
+OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline,
+                       const Config& config) {
   OpenedStore out;
   if (url.rfind("file://", 0) == 0) {
     const std::string dir = url.substr(7);
@@ -73,8 +158,20 @@ OpenedStore open_store(const std::string& url, bool host_server, Deadline deadli
     if (port == 0)
       fail(ErrorCode::invalid_argument, "store URL '", url, "': port 0 cannot be agreed on");
     const Endpoint ep = resolve(host, port, str_cat("store URL '", url, "'"));
-    if (host_server) out.server = std::make_unique<TcpStoreServer>(ep);
-    out.store = std::make_shared<TcpStore>(ep, deadline);
+    if (host_server) {
+      try {
+        out.server = std::make_unique<TcpStoreServer>(ep, config.store_secret, config.log_level);
+      } catch (const Error& e) {
+        fail(e.code(), e.what(),
+             " (does another process, perhaps another rank 0 of this job, use the port?)");
+      }
+      if (config.store_secret.empty())
+        log_message(config.log_level, LogLevel::warn, 0, "TcpStore at ", ep.describe(),
+                    " has no secret: any process that can reach it may read and change the "
+                    "job's keys, the tcp transport's job token among them; give every rank the "
+                    "same CHORUS_STORE_SECRET (chorus-run does)");
+    }
+    out.store = std::make_shared<TcpStore>(ep, deadline, config.store_secret);
     out.kind = "tcp";
     out.host = host;
     return out;
@@ -159,20 +256,26 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
 
 std::unique_ptr<Transport> bootstrap_transport(const std::string& store_url, int rank, int size,
                                                const Config& config, Deadline deadline) {
-  OpenedStore opened = open_store(store_url, rank == 0, deadline);
-  // The k-th communicator made on this store: every rank's k-th init adds 1,
-  // so the counter's value tells each rank which of them this is.
-  const int64_t ticket = opened.store->add("chorus/init", 1);
-  const int64_t index = (ticket - 1) / size;
-  auto scoped = std::make_shared<PrefixStore>(opened.store, str_cat("chorus/comm", index));
-  std::string address = config.tcp_address;
-  if (address.empty() && opened.kind == "tcp")
-    address = local_address_towards(resolve(opened.host, 0, "store host"));
-  auto transport = connect_transport(*scoped, rank, size, config.transport, config, address, deadline);
-  // Nobody leaves (and rank 0 cannot stop serving the store) before every
-  // rank has finished its own set-up.
-  store_barrier(*scoped, "ready", size, deadline);
-  return std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened));
+  OpenedStore opened = open_store(store_url, rank == 0, deadline, config);
+  try {
+    const std::string prefix = str_cat("chorus/comm", join(*opened.store, rank, deadline));
+    auto scoped = std::make_shared<PrefixStore>(opened.store, prefix);
+    check_world_size(*scoped, prefix, rank, size, deadline);
+    std::string address = config.tcp_address;
+    if (address.empty() && opened.kind == "tcp")
+      address = local_address_towards(resolve(opened.host, 0, "store host"));
+    auto transport =
+        connect_transport(*scoped, rank, size, config.transport, config, address, deadline);
+    // Nobody leaves (and rank 0 cannot stop serving the store) before every
+    // rank has finished its own set-up.
+    store_barrier(*scoped, "ready", size, deadline);
+    return std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened));
+  } catch (const Error& e) {
+    std::string reason = e.what();
+    if (reason.rfind("rank ", 0) != 0) reason = str_cat("rank ", rank, ": ", reason);
+    abort_start_up(opened, reason, deadline);
+    throw Error(e.code(), reason);
+  }
 }
 
 }  // namespace chorus

@@ -3,9 +3,12 @@
 //
 //   1. open_store() opens the store the URL names; with tcp:// rank 0 also
 //      hosts the TcpStoreServer.
-//   2. Each communicator takes a key space of its own ("chorus/comm<k>/"),
-//      k counted through the store, so several communicators can share one
-//      store.
+//   2. The process claims its rank ("chorus/rank<r>/owner": a second process
+//      claiming it fails as "rank r joined twice"), and each communicator
+//      takes a key space of its own ("chorus/comm<k>/" for this process's
+//      k-th, counted per rank), so several communicators can share one
+//      store. Rank 0 publishes the world size; every other rank compares its
+//      own ("rank 2 says world size 4, rank 0 says 3").
 //   3. Every rank publishes its host identity (hostname + boot id); ranks
 //      with the same identity share memory.
 //   4. The transport: shm among ranks of one host, tcp between hosts, a
@@ -13,6 +16,11 @@
 //      the one CHORUS_TRANSPORT forces.
 //   5. A store barrier: no rank leaves (nor stops serving the store) before
 //      every rank has finished its set-up.
+//
+// A rank whose start-up fails (a bad value in the store, a duplicate rank, a
+// timeout, ...) aborts the store with its error before it throws (Store::abort),
+// so that every other rank fails at once with that reason instead of waiting
+// for it until the deadline.
 #pragma once
 
 #include "core/config.h"
@@ -33,9 +41,16 @@ struct OpenedStore {
 };
 
 // Opens "file:///dir" or "tcp://host:port". With tcp, `host_server` makes this
-// process serve the store at host:port first. Throws Error(invalid_argument)
+// process serve the store at host:port first, and config.store_secret is the
+// secret the server requires and the client proves (the server warns once,
+// at config.log_level, when there is none). Throws Error(invalid_argument)
 // for a malformed URL (naming it).
-OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline);
+OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline,
+                       const Config& config = {});
+
+// Who this process is, for telling two processes apart: pid, host name, boot
+// id and the process's start time (so a reused pid is another process).
+std::string process_identity();
 
 // "hostname/boot-id": equal for two processes exactly when they run on the
 // same booted machine (so that they can share memory).

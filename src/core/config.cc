@@ -204,6 +204,14 @@ Config Config::from_env() {
     cfg.tcp_streams = static_cast<size_t>(n);
   }
   if (auto v = env_var("CHORUS_TCP_ADDR")) cfg.tcp_address = *v;
+  if (auto v = env_var("CHORUS_STORE_SECRET")) {
+    // An empty value is more likely a failed substitution than a choice.
+    if (v->empty())
+      fail(ErrorCode::invalid_argument,
+           "CHORUS_STORE_SECRET is set but empty: unset it for an open store, or give every "
+           "rank the same non-empty secret");
+    cfg.store_secret = *v;
+  }
   return cfg;
 }
 

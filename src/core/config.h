@@ -14,6 +14,11 @@
 //                      RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun),
 //                      OMPI_COMM_WORLD_RANK/_SIZE (Open MPI), PMI_RANK/PMI_SIZE
 //                      (MPICH Hydra), SLURM_PROCID/SLURM_NTASKS (Slurm)
+//   CHORUS_STORE_SECRET  the job secret a tcp:// store admits clients by
+//                      (challenge and response; it never crosses the wire).
+//                      Every rank needs the same one; chorus-run makes one.
+//                      Unset: the store is open to any process that reaches
+//                      its port (rank 0 warns). Set but empty is an error.
 //   CHORUS_TCP_STREAMS sockets per peer of the tcp transport (default 1)
 //   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
 //                      (default: the local address that routes to the store)
@@ -55,6 +60,7 @@ struct Config {
   bool bind_cores = true;   // CHORUS_BIND
   std::string host_id;      // CHORUS_HOST_ID; "" = hostname and boot id
   std::string flight_recorder_dir;  // CHORUS_FLIGHT_RECORDER; "" = no files
+  std::string store_secret;  // CHORUS_STORE_SECRET; "" = an open tcp:// store
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;

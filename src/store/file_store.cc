@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -69,8 +70,9 @@ std::string FileStore::path_of(const std::string& key) const {
   return dir_ + "/k_" + name;
 }
 
-void FileStore::write_file(const std::string& path, const void* data, size_t bytes) const {
-  // A unique temporary name per writer, then an atomic rename into place.
+bool FileStore::write_file(const std::string& path, const void* data, size_t bytes,
+                           bool exclusive) const {
+  // A unique temporary name per writer, then an atomic rename (or link) into place.
   std::random_device rd;
   const std::string tmp = str_cat(path, ".tmp.", ::getpid(), ".", rd());
   {
@@ -85,14 +87,35 @@ void FileStore::write_file(const std::string& path, const void* data, size_t byt
       bytes -= static_cast<size_t>(n);
     }
   }
+  if (exclusive) {
+    const int rc = ::link(tmp.c_str(), path.c_str());
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    if (rc == 0) return true;
+    if (err == EEXIST) return false;
+    fail(ErrorCode::system, "FileStore: link to ", path, ": ", errno_text(err));
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     fail(ErrorCode::system, "FileStore: rename to ", path, ": ", errno_text(err));
   }
+  return true;
+}
+
+void FileStore::check_aborted() const {
+  std::vector<uint8_t> reason;
+  if (read_file(dir_ + "/aborted", reason))
+    fail(ErrorCode::peer_failure, "FileStore ", dir_, ": the store was aborted: ",
+         std::string(reason.begin(), reason.end()));
+}
+
+void FileStore::abort(const std::string& reason) {
+  write_file(dir_ + "/aborted", reason.data(), reason.size(), /*exclusive=*/true);
 }
 
 void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {
+  check_aborted();
   write_file(path_of(key), value.data(), value.size());
 }
 
@@ -100,7 +123,9 @@ std::vector<uint8_t> FileStore::get(const std::string& key, Deadline deadline) {
   const std::string path = path_of(key);
   std::vector<uint8_t> value;
   auto backoff = std::chrono::microseconds(200);
-  while (!read_file(path, value)) {
+  while (true) {
+    check_aborted();
+    if (read_file(path, value)) break;
     if (Clock::now() >= deadline)
       fail(ErrorCode::timeout, "FileStore ", dir_, ": timeout waiting for key '", key, "'");
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
@@ -114,6 +139,7 @@ void FileStore::wait(const std::vector<std::string>& keys, Deadline deadline) {
 }
 
 int64_t FileStore::add(const std::string& key, int64_t delta) {
+  check_aborted();
   const std::string path = path_of(key);
   const std::string lock_path = path + ".lock";
   Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -124,14 +150,19 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   std::vector<uint8_t> current;
   int64_t value = 0;
   if (read_file(path, current) && !current.empty()) {
-    const std::string text(current.begin(), current.end());
-    char* end = nullptr;
-    value = std::strtoll(text.c_str(), &end, 10);
-    if (*end != '\0')
-      fail(ErrorCode::invalid_argument, "FileStore: add on key '", key,
-           "' which holds a non-integer value");
+    const char* b = reinterpret_cast<const char*>(current.data());
+    const auto [end, ec] = std::from_chars(b, b + current.size(), value);
+    if (ec != std::errc() || end != b + current.size()) {
+      std::string shown;
+      for (size_t i = 0; i < current.size() && i < 64; ++i)
+        shown += current[i] >= 0x20 && current[i] < 0x7f ? static_cast<char>(current[i]) : '?';
+      fail(ErrorCode::invalid_argument, "FileStore ", dir_, ": add on key '", key,
+           "', which holds '", shown, current.size() > 64 ? "...'" : "'", ", not an integer");
+    }
   }
-  value += delta;
+  if (__builtin_add_overflow(value, delta, &value))
+    fail(ErrorCode::invalid_argument, "FileStore ", dir_, ": add of ", delta, " on key '", key,
+         "' overflows 64 bits");
   const std::string text = std::to_string(value);
   write_file(path, text.data(), text.size());
   ::flock(lock.get(), LOCK_UN);

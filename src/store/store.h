@@ -5,6 +5,11 @@
 // reached throws Error(peer_failure). Implementations: FileStore (a directory
 // on a shared file system) and TcpStore (one server, many clients).
 //
+// Aborting: a process whose start-up fails calls abort(reason); from then on
+// every operation on the store, in every process, waits included, throws
+// Error(peer_failure) carrying that reason, so that all ranks fail at once
+// instead of waiting for keys that will never come. The first reason wins.
+//
 // Namespacing: PrefixStore wraps a store so that each communicator (and each
 // transport inside it) uses its own key space.
 #pragma once
@@ -33,6 +38,8 @@ class Store {
   // Atomically adds delta to the integer stored at key (0 when unset) and
   // returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Marks the whole store (not a prefix of it) failed with `reason`.
+  virtual void abort(const std::string& reason) = 0;
 };
 
 // Prepends "prefix/" to every key of `base` (which must outlive it).
@@ -55,6 +62,7 @@ class PrefixStore final : public Store {
   int64_t add(const std::string& key, int64_t delta) override {
     return base_->add(prefix_ + key, delta);
   }
+  void abort(const std::string& reason) override { base_->abort(reason); }
 
  private:
   std::shared_ptr<Store> base_;

@@ -10,137 +10,63 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <optional>
 
 namespace chorus {
 
+using namespace store_wire;
+
 namespace {
 
-constexpr uint32_t kStoreMagic = 0x53524843;  // "CHRS"
-constexpr size_t kRequestHeader = 4 + 1 + 4 + 8 + 8;
-constexpr size_t kResponseHeader = 1 + 8;
-constexpr size_t kMaxKey = 4096;
-constexpr size_t kMaxValue = size_t{64} << 20;
 // The client waits this much beyond a get's own timeout for the server's
 // "timeout" answer before it gives up on the server itself.
 constexpr auto kResponseGrace = std::chrono::seconds(5);
+// A client has this long from its connect to complete its hello: the real
+// ones answer at once; this only frees the slots of connections that never do.
+constexpr auto kAdmissionTime = std::chrono::seconds(30);
+// When accept() fails for want of descriptors, the listener rests this long
+// (instead of poll() reporting it ready in a busy loop).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// Bytes read from one client per poll round, so that one fast sender cannot
+// starve the others.
+constexpr size_t kReadChunk = 65536;
+constexpr int kChunksPerRound = 16;
+// On shutdown, queued replies (an abort's reason, typically) get this long to
+// leave.
+constexpr auto kShutdownFlush = std::chrono::seconds(1);
+// The largest payload a client accepts in an admission answer.
+constexpr size_t kMaxAdmissionPayload = 4096;
 
-enum StoreOp : uint8_t { op_set = 1, op_get = 2, op_add = 3 };
-enum StoreStatus : uint8_t { status_ok = 0, status_timeout = 1, status_bad = 2 };
+std::string text_of(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
 
-int64_t parse_counter(const std::vector<uint8_t>& v, bool& ok) {
-  ok = true;
-  if (v.empty()) return 0;
-  const std::string text(v.begin(), v.end());
-  char* end = nullptr;
-  const long long x = std::strtoll(text.c_str(), &end, 10);
-  ok = *end == '\0';
-  return x;
+// Sends what is queued for `id` without blocking; false when the connection
+// failed.
+bool flush(TcpStoreCore& core, TcpStoreCore::ClientId id, int fd) {
+  while (true) {
+    const auto out = core.output(id);
+    if (out.empty()) return true;
+    const ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      core.sent(id, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
 }
 
 }  // namespace
 
 // --- server -------------------------------------------------------------------
 
-struct TcpStoreServer::State {
-  struct Conn {
-    Fd fd;
-    std::vector<uint8_t> in;
-    std::vector<uint8_t> out;
-    size_t out_sent = 0;
-    std::optional<std::string> waiting_key;  // a get blocked on this key
-    Deadline waiting_until{};
-  };
-  std::map<std::string, std::vector<uint8_t>> data;
-  std::map<int, Conn> conns;  // by fd
-
-  static void respond(Conn& c, uint8_t status, const std::vector<uint8_t>& payload) {
-    uint8_t h[kResponseHeader];
-    h[0] = status;
-    put_u64(h + 1, payload.size());
-    c.out.insert(c.out.end(), h, h + kResponseHeader);
-    c.out.insert(c.out.end(), payload.begin(), payload.end());
-  }
-
-  // Handles complete requests buffered on c; false closes the connection.
-  bool handle(Conn& c) {
-    while (!c.waiting_key && c.in.size() >= kRequestHeader) {
-      const uint8_t* h = c.in.data();
-      const uint32_t magic = get_u32(h);
-      const uint8_t op = h[4];
-      const size_t key_len = get_u32(h + 5);
-      const uint64_t value_len = get_u64(h + 9);
-      const uint64_t timeout_ms = get_u64(h + 17);
-      if (magic != kStoreMagic || op < op_set || op > op_add || key_len > kMaxKey ||
-          value_len > kMaxValue)
-        return false;
-      const size_t total = kRequestHeader + key_len + static_cast<size_t>(value_len);
-      if (c.in.size() < total) return true;
-      std::string key(reinterpret_cast<const char*>(h + kRequestHeader), key_len);
-      std::vector<uint8_t> value(h + kRequestHeader + key_len, h + total);
-      c.in.erase(c.in.begin(), c.in.begin() + static_cast<long>(total));
-      if (op == op_set) {
-        data[key] = std::move(value);
-        respond(c, status_ok, {});
-        wake_waiters(key);
-      } else if (op == op_get) {
-        auto it = data.find(key);
-        if (it != data.end()) {
-          respond(c, status_ok, it->second);
-        } else {
-          c.waiting_key = std::move(key);
-          c.waiting_until = Clock::now() + std::chrono::milliseconds(timeout_ms);
-        }
-      } else {
-        if (value.size() != 8) return false;
-        bool ok = true;
-        int64_t v = parse_counter(data[key], ok);
-        if (!ok) {
-          respond(c, status_bad, {});
-          continue;
-        }
-        v += static_cast<int64_t>(get_u64(value.data()));
-        const std::string text = std::to_string(v);
-        data[key].assign(text.begin(), text.end());
-        std::vector<uint8_t> reply(8);
-        put_u64(reply.data(), static_cast<uint64_t>(v));
-        respond(c, status_ok, reply);
-        wake_waiters(key);
-      }
-    }
-    return true;
-  }
-
-  void wake_waiters(const std::string& key) {
-    for (auto& [fd, c] : conns) {
-      if (c.waiting_key && *c.waiting_key == key) {
-        respond(c, status_ok, data[key]);
-        c.waiting_key.reset();
-      }
-    }
-  }
-
-  // Answers expired gets; returns the nearest pending deadline.
-  std::optional<Deadline> expire(Deadline now) {
-    std::optional<Deadline> next;
-    for (auto& [fd, c] : conns) {
-      if (!c.waiting_key) continue;
-      if (c.waiting_until <= now) {
-        respond(c, status_timeout, {});
-        c.waiting_key.reset();
-      } else if (!next || c.waiting_until < *next) {
-        next = c.waiting_until;
-      }
-    }
-    return next;
-  }
-};
-
-TcpStoreServer::TcpStoreServer(const Endpoint& ep)
-    : listen_(listen_on(ep, "TcpStore server")),
+TcpStoreServer::TcpStoreServer(const Endpoint& ep, std::string secret, LogLevel log_level,
+                               TcpStoreLimits limits)
+    : endpoint_(ep),
+      listen_(listen_on(ep, "TcpStore server")),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       port_(local_port(listen_.get())),
-      state_(std::make_unique<State>()) {
+      log_level_(log_level),
+      core_(std::move(secret), limits) {
+  endpoint_.addr.sin_port = htons(port_);
   if (!wake_.valid()) fail(ErrorCode::system, "TcpStore server: eventfd: ", std::strerror(errno));
   thread_ = std::thread([this] { run(); });
 }
@@ -151,116 +77,239 @@ TcpStoreServer::~TcpStoreServer() {
   thread_.join();
 }
 
+std::string TcpStoreServer::describe() const { return endpoint_.describe(); }
+
+TcpStoreCore::Stats TcpStoreServer::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+bool TcpStoreServer::wait_until_no_clients(Deadline deadline) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_until(lock, deadline, [&] { return stats_.clients == 0; });
+}
+
+void TcpStoreServer::publish(const TcpStoreCore::Stats& s) {
+  {
+    std::lock_guard lock(mu_);
+    stats_ = s;
+  }
+  changed_.notify_all();
+}
+
 void TcpStoreServer::run() {
-  State& s = *state_;
+  const std::string where = str_cat("TcpStore server ", describe());
+  std::map<TcpStoreCore::ClientId, Fd> socks;
   std::vector<pollfd> fds;
-  while (true) {
-    // Requests handled between polls may have finished new gets; expire first
-    // so that the poll timeout is the nearest remaining deadline.
-    const auto next = s.expire(Clock::now());
-    fds.clear();
-    fds.push_back({wake_.get(), POLLIN, 0});
-    fds.push_back({listen_.get(), POLLIN, 0});
-    for (auto& [fd, c] : s.conns) {
-      short ev = c.waiting_key ? 0 : POLLIN;
-      if (c.out_sent < c.out.size()) ev |= POLLOUT;
-      fds.push_back({fd, ev, 0});
+  std::vector<TcpStoreCore::ClientId> ids;  // ids[i] belongs to fds[i + 2]
+  std::optional<Deadline> listen_paused_until;
+  uint8_t buf[kReadChunk];
+  const auto drop = [&](TcpStoreCore::ClientId id) {
+    core_.disconnect(id);
+    socks.erase(id);
+  };
+  // Closes the clients the core gave up on, after one try to send what it
+  // left queued for them (a refusal's reason).
+  const auto close_refused = [&] {
+    for (auto& [id, reason] : core_.take_closed()) {
+      auto it = socks.find(id);
+      if (it != socks.end()) flush(core_, id, it->second.get());
+      log_message(log_level_, LogLevel::warn, 0, where, ": closed a client: it ", reason);
+      drop(id);
     }
-    const int timeout = next ? poll_timeout_ms(*next) : -1;
-    const int rc = ::poll(fds.data(), fds.size(), timeout);
+  };
+  while (true) {
+    // Requests handled between polls may have started new gets; expire first
+    // so that the poll timeout is the nearest remaining deadline.
+    auto next = core_.expire(Clock::now());
+    close_refused();
+    // Replies that one client's set queued for others leave at once.
+    std::vector<TcpStoreCore::ClientId> failed;
+    for (auto& [id, fd] : socks)
+      if (!flush(core_, id, fd.get())) failed.push_back(id);
+    for (const auto id : failed) drop(id);
+    publish(core_.stats());
+
+    fds.clear();
+    ids.clear();
+    fds.push_back({wake_.get(), POLLIN, 0});
+    const bool listening = !listen_paused_until || Clock::now() >= *listen_paused_until;
+    if (listening) listen_paused_until.reset();
+    fds.push_back({listening ? listen_.get() : -1, POLLIN, 0});
+    if (!listening && (!next || *listen_paused_until < *next)) next = listen_paused_until;
+    for (auto& [id, fd] : socks) {
+      short ev = POLLRDHUP;
+      if (core_.wants_input(id)) ev |= POLLIN;
+      if (!core_.output(id).empty()) ev |= POLLOUT;
+      fds.push_back({fd.get(), ev, 0});
+      ids.push_back(id);
+    }
+    const int rc = ::poll(fds.data(), fds.size(), next ? poll_timeout_ms(*next) : -1);
     if (rc < 0) {
       if (errno == EINTR) continue;
       return;  // nothing sensible left to do; clients see the closed sockets
     }
-    if (fds[0].revents) return;
+    if (fds[0].revents) break;
     if (fds[1].revents & POLLIN) {
       while (true) {
         Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (!fd.valid()) break;
+        if (!fd.valid()) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            log_message(log_level_, LogLevel::warn, 0, where, ": accept: ", errno_text(errno),
+                        "; not accepting for ", kAcceptPause.count(), " ms");
+            listen_paused_until = Clock::now() + kAcceptPause;
+          }
+          break;
+        }
         set_nodelay(fd.get());
-        const int key = fd.get();
-        s.conns[key].fd = std::move(fd);
+        const auto id = core_.connect(random_nonce(), Clock::now() + kAdmissionTime);
+        if (flush(core_, id, fd.get())) socks.emplace(id, std::move(fd));
+        else core_.disconnect(id);
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      auto it = s.conns.find(fds[i].fd);
-      if (it == s.conns.end()) continue;
-      State::Conn& c = it->second;
+      const auto id = ids[i - 2];
+      auto it = socks.find(id);
+      if (it == socks.end()) continue;
+      const int fd = it->second.get();
       bool alive = true;
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-        uint8_t buf[65536];
-        while (alive) {
-          const ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
-          if (n > 0) {
-            c.in.insert(c.in.end(), buf, buf + n);
-            continue;
-          }
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-          alive = false;  // EOF or error: the client is gone
+      // A client that waits on a get is not read (the kernel holds what it
+      // sends), unless its connection reports a hang-up: then read to see it.
+      const bool hangup = fds[i].revents & (POLLHUP | POLLERR | POLLRDHUP);
+      for (int chunk = 0; alive && chunk < kChunksPerRound &&
+                          (core_.wants_input(id) || (hangup && chunk == 0));
+           ++chunk) {
+        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+          core_.receive(id, std::span<const uint8_t>(buf, static_cast<size_t>(n)), Clock::now());
+          continue;
         }
-        if (alive) alive = s.handle(c);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        alive = false;  // EOF or error: the client is gone
       }
-      if (alive && c.out_sent < c.out.size()) {
-        while (c.out_sent < c.out.size()) {
-          const ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent,
-                                   MSG_NOSIGNAL);
-          if (n > 0) {
-            c.out_sent += static_cast<size_t>(n);
-            continue;
-          }
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-          alive = false;
-          break;
-        }
-        if (c.out_sent == c.out.size()) {
-          c.out.clear();
-          c.out_sent = 0;
-        }
-      }
-      if (!alive) s.conns.erase(it);
+      if (alive) alive = flush(core_, id, fd);
+      if (!alive) drop(id);
     }
+  }
+  // Stopping: give queued replies a moment to leave.
+  const Deadline until = Clock::now() + kShutdownFlush;
+  close_refused();
+  while (Clock::now() < until) {
+    fds.clear();
+    ids.clear();
+    for (auto& [id, fd] : socks) {
+      if (core_.output(id).empty()) continue;
+      fds.push_back({fd.get(), POLLOUT, 0});
+      ids.push_back(id);
+    }
+    if (fds.empty()) break;
+    if (::poll(fds.data(), fds.size(), poll_timeout_ms(until)) <= 0) break;
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents && !flush(core_, ids[i], fds[i].fd)) drop(ids[i]);
   }
 }
 
 // --- client -------------------------------------------------------------------
 
-TcpStore::TcpStore(const Endpoint& server, Deadline connect_deadline)
-    : where_(str_cat("TcpStore ", server.describe())),
-      fd_(connect_with_retry(server, connect_deadline, where_)) {}
+TcpStore::TcpStore(const Endpoint& server, Deadline connect_deadline, const std::string& secret)
+    : address_(server.describe()),
+      where_(str_cat("TcpStore ", address_)),
+      fd_(connect_with_retry(server, connect_deadline, where_)) {
+  admit(secret, connect_deadline);
+}
+
+void TcpStore::admit(const std::string& secret, Deadline deadline) {
+  const std::string store = str_cat("store at ", address_);
+  std::string error;
+  uint8_t hello[kServerHelloBytes];
+  if (!read_all(fd_.get(), hello, sizeof hello, deadline, where_, error))
+    fail(ErrorCode::peer_failure, store, " closed the connection before its hello (", error,
+         "): not a chorus TcpStore of this version?");
+  if (get_u32(hello) != kServerHelloMagic)
+    fail(ErrorCode::mismatch, store, " is not a chorus TcpStore (unexpected greeting)");
+  const uint32_t version = get_u32(hello + 4);
+  if (version != kProtocolVersion)
+    fail(ErrorCode::mismatch, store, " speaks store protocol version ", version,
+         ", this process version ", kProtocolVersion, " (mixed chorus versions?)");
+  const bool required = (get_u32(hello + 8) & kFlagSecretRequired) != 0;
+  if (required && secret.empty())
+    fail(ErrorCode::mismatch, store,
+         " refused this client: the store requires CHORUS_STORE_SECRET and this process has none");
+  if (!required && !secret.empty())
+    fail(ErrorCode::mismatch, store,
+         " has no secret but this process has CHORUS_STORE_SECRET: give every rank the same "
+         "secret (rank 0 hosts the store)");
+  Nonce server_nonce{};
+  std::memcpy(server_nonce.data(), hello + 12, kNonceBytes);
+  const Nonce client_nonce = random_nonce();
+  const Mac proof = required ? client_proof(secret, server_nonce, client_nonce) : Mac{};
+  uint8_t mine[kClientHelloBytes];
+  put_u32(mine, kClientHelloMagic);
+  put_u32(mine + 4, kProtocolVersion);
+  std::memcpy(mine + 8, client_nonce.data(), kNonceBytes);
+  std::memcpy(mine + 8 + kNonceBytes, proof.data(), kMacBytes);
+  uint8_t h[kResponseHeaderBytes];
+  std::vector<uint8_t> payload;
+  bool ok = write_all(fd_.get(), mine, sizeof mine, deadline, where_, error) &&
+            read_all(fd_.get(), h, sizeof h, deadline, where_, error);
+  if (ok) {
+    const uint64_t len = get_u64(h + 1);
+    if (len > kMaxAdmissionPayload)
+      fail(ErrorCode::mismatch, store, ": malformed answer to this client's hello");
+    payload.resize(len);
+    ok = read_all(fd_.get(), payload.data(), len, deadline, where_, error);
+  }
+  if (!ok)
+    fail(ErrorCode::peer_failure, store, " closed the connection during admission (", error, ")");
+  if (h[0] == status_refused)
+    fail(ErrorCode::mismatch, store, " refused this client: ", text_of(payload));
+  if (h[0] != status_ok)
+    fail(ErrorCode::mismatch, store, ": unexpected status ", int{h[0]}, " in answer to the hello");
+  if (required) {
+    Mac presented{};
+    if (payload.size() == kMacBytes) std::memcpy(presented.data(), payload.data(), kMacBytes);
+    if (payload.size() != kMacBytes ||
+        !equal_in_constant_time(presented, server_proof(secret, server_nonce, client_nonce)))
+      fail(ErrorCode::mismatch, store,
+           " did not prove that it holds CHORUS_STORE_SECRET: not this job's store?");
+  }
+}
 
 std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const void* value,
                                        size_t value_bytes, Deadline deadline) {
-  if (key.size() > kMaxKey)
-    fail(ErrorCode::invalid_argument, where_, ": key of ", key.size(), " bytes exceeds ", kMaxKey);
-  if (value_bytes > kMaxValue)
+  const TcpStoreLimits limits;
+  if (key.size() > limits.max_key_bytes)
+    fail(ErrorCode::invalid_argument, where_, ": key of ", key.size(), " bytes exceeds ",
+         limits.max_key_bytes);
+  if (value_bytes > limits.max_value_bytes)
     fail(ErrorCode::invalid_argument, where_, ": value of ", value_bytes, " bytes exceeds ",
-         kMaxValue);
+         limits.max_value_bytes);
   std::lock_guard lock(mu_);
   if (!fd_.valid()) fail(ErrorCode::peer_failure, where_, ": connection to the server was lost");
   const auto now = Clock::now();
   const auto timeout_ms = deadline > now
       ? std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count()
       : 0;
-  std::vector<uint8_t> msg(kRequestHeader + key.size() + value_bytes);
-  put_u32(msg.data(), kStoreMagic);
+  std::vector<uint8_t> msg(kRequestHeaderBytes + key.size() + value_bytes);
+  put_u32(msg.data(), kRequestMagic);
   msg[4] = op;
   put_u32(msg.data() + 5, static_cast<uint32_t>(key.size()));
   put_u64(msg.data() + 9, value_bytes);
   put_u64(msg.data() + 17, static_cast<uint64_t>(timeout_ms));
-  std::memcpy(msg.data() + kRequestHeader, key.data(), key.size());
-  if (value_bytes > 0) std::memcpy(msg.data() + kRequestHeader + key.size(), value, value_bytes);
+  std::memcpy(msg.data() + kRequestHeaderBytes, key.data(), key.size());
+  if (value_bytes > 0)
+    std::memcpy(msg.data() + kRequestHeaderBytes + key.size(), value, value_bytes);
   const Deadline io_deadline = std::max(deadline, now) + kResponseGrace;
   std::string error;
-  uint8_t h[kResponseHeader];
+  uint8_t h[kResponseHeaderBytes];
   bool ok = write_all(fd_.get(), msg.data(), msg.size(), io_deadline, where_, error) &&
             read_all(fd_.get(), h, sizeof h, io_deadline, where_, error);
   std::vector<uint8_t> payload;
   if (ok) {
     const uint64_t len = get_u64(h + 1);
-    if (len > kMaxValue) fail(ErrorCode::mismatch, where_, ": malformed response");
+    if (len > limits.max_value_bytes) fail(ErrorCode::mismatch, where_, ": malformed response");
     payload.resize(len);
     ok = read_all(fd_.get(), payload.data(), len, io_deadline, where_, error);
   }
@@ -269,12 +318,19 @@ std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const
     fail(ErrorCode::peer_failure, where_, ": the store server went away (", error,
          ") during a request for key '", key, "'");
   }
-  if (h[0] == status_timeout)
-    fail(ErrorCode::timeout, where_, ": timeout waiting for key '", key, "'");
-  if (h[0] != status_ok)
-    fail(ErrorCode::invalid_argument, where_, ": the server refused the request on key '", key,
-         "' (add on a non-integer value?)");
-  return payload;
+  switch (h[0]) {
+    case status_ok:
+      return payload;
+    case status_timeout:
+      fail(ErrorCode::timeout, where_, ": timeout waiting for key '", key, "'");
+    case status_bad:
+      fail(ErrorCode::invalid_argument, where_, ": ", text_of(payload));
+    case status_aborted:
+      fail(ErrorCode::peer_failure, where_, ": the store was aborted: ", text_of(payload));
+    default:
+      fail(ErrorCode::mismatch, where_, ": unexpected status ", int{h[0]}, " for key '", key,
+           "'");
+  }
 }
 
 void TcpStore::set(const std::string& key, const std::vector<uint8_t>& value) {
@@ -295,6 +351,11 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   const auto reply = request(op_add, key, d, sizeof d, Clock::now());
   if (reply.size() != 8) fail(ErrorCode::mismatch, where_, ": malformed add response");
   return static_cast<int64_t>(get_u64(reply.data()));
+}
+
+void TcpStore::abort(const std::string& reason) {
+  const std::string r = reason.substr(0, kMaxAbortReasonBytes);
+  request(op_abort, "", r.data(), r.size(), Clock::now());
 }
 
 }  // namespace chorus

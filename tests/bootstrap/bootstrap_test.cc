@@ -1,11 +1,18 @@
 // Bootstrap: store URLs, the host identity, and the launcher environment.
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
+#include "net/socket.h"
+#include "store/file_store.h"
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <optional>
+#include <thread>
 
 namespace chorus {
 namespace {
@@ -28,6 +35,113 @@ TEST(HostIdentity, IsStableAndNamesTheHost) {
   const std::string a = host_identity();
   EXPECT_EQ(a, host_identity());
   EXPECT_NE(a.find('/'), std::string::npos);
+}
+
+// --- start-up failures reach every rank -------------------------------------------
+
+// A store URL of either kind, fresh per test; removed afterwards.
+class TestStore {
+ public:
+  explicit TestStore(const std::string& kind) {
+    if (kind == "file") {
+      std::string templ =
+          (std::filesystem::temp_directory_path() / "chorus-boot.XXXXXX").string();
+      EXPECT_NE(::mkdtemp(templ.data()), nullptr);
+      dir_ = templ;
+      url_ = "file://" + dir_;
+    } else {
+      Fd probe = listen_on(resolve("127.0.0.1", 0, "test"), "test");
+      url_ = "tcp://127.0.0.1:" + std::to_string(local_port(probe.get()));
+    }
+  }
+  ~TestStore() {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  const std::string& url() const { return url_; }
+  // A client of the store (for a tcp:// one, once rank 0 serves it).
+  std::shared_ptr<Store> client() const {
+    return open_store(url_, false, Clock::now() + 30s).store;
+  }
+
+ private:
+  std::string dir_;
+  std::string url_;
+};
+
+Config quiet_config() {
+  Config c;
+  c.log_level = LogLevel::none;
+  c.transport = "tcp";
+  return c;
+}
+
+// Runs bootstrap_transport for ranks [0, sizes.size()) as threads, rank r
+// with world size sizes[r]; `before(r)` runs in rank r's thread first.
+// Returns each rank's error ("" when it started); the transports live until
+// every rank is done (rank 0's holds the tcp:// store's server).
+std::vector<std::string> start_ranks(const std::string& url, const std::vector<int>& sizes,
+                                     const std::function<void(int)>& before = {}) {
+  std::vector<std::string> errors(sizes.size());
+  std::vector<std::unique_ptr<Transport>> transports(sizes.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < static_cast<int>(sizes.size()); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        if (before) before(r);
+        transports[static_cast<size_t>(r)] = bootstrap_transport(
+            url, r, sizes[static_cast<size_t>(r)], quiet_config(), Clock::now() + 60s);
+      } catch (const Error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+class StartUpFailure : public ::testing::TestWithParam<std::string> {};
+
+// A value that chorus cannot read as a number, under a key it reads as one,
+// fails every rank with the key named (not one rank, with the others waiting
+// for it until the deadline).
+TEST_P(StartUpFailure, ABadValueFailsEveryRankNamingTheKey) {
+  TestStore store(GetParam());
+  if (GetParam() == "file") store.client()->set("chorus/rank2/inits", {'a', 'b', 'c'});
+  const auto errors = start_ranks(store.url(), {4, 4, 4, 4}, [&](int r) {
+    // With tcp://, rank 0 serves the store: rank 2 plants the value first.
+    if (GetParam() == "tcp" && r == 2) store.client()->set("chorus/rank2/inits", {'a', 'b', 'c'});
+  });
+  for (size_t r = 0; r < errors.size(); ++r) {
+    EXPECT_NE(errors[r].find("key 'chorus/rank2/inits', which holds 'abc', not an integer"),
+              std::string::npos)
+        << "rank " << r << ": " << errors[r];
+    EXPECT_EQ(errors[r].rfind("rank " + std::to_string(r) + ":", 0), 0u) << errors[r];
+  }
+}
+
+TEST_P(StartUpFailure, DisagreeingWorldSizesAreNamed) {
+  TestStore store(GetParam());
+  const auto errors = start_ranks(store.url(), {3, 3, 4});
+  for (size_t r = 0; r < errors.size(); ++r)
+    EXPECT_NE(errors[r].find("rank 2 says world size 4, rank 0 says 3"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+}
+
+TEST_P(StartUpFailure, AGoodStartUpStillStartsAndMayRepeat) {
+  TestStore store(GetParam());
+  for (int round = 0; round < 2; ++round) {
+    const auto errors = start_ranks(store.url(), {3, 3, 3});
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    if (GetParam() == "tcp") break;  // rank 0's server goes with its transport
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StartUpFailure, ::testing::Values("file", "tcp"),
+                         [](const auto& p) { return p.param; });
+
+TEST(ProcessIdentity, NamesThisProcess) {
+  const std::string id = process_identity();
+  EXPECT_EQ(id, process_identity());
+  EXPECT_NE(id.find("process " + std::to_string(::getpid()) + " on "), std::string::npos) << id;
 }
 
 // --- launcher environment -----------------------------------------------------
@@ -54,7 +168,7 @@ class ScopedEnv {
   static constexpr const char* kAll[] = {
       "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_STORE", "RANK", "WORLD_SIZE", "MASTER_ADDR",
       "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-      "SLURM_PROCID", "SLURM_NTASKS"};
+      "SLURM_PROCID", "SLURM_NTASKS", "CHORUS_STORE_SECRET"};
   std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
 };
 

@@ -13,6 +13,10 @@
 //                            "SURVIVORS OK" once all of them have
 //   mp_check timeout         rank 1 joins an AllReduce late; rank 0 must get
 //                            Error(timeout) naming itself and the collective
+//   mp_check init            init_from_env() and a barrier, then "INIT OK";
+//                            with MP_CHECK_SET=key=value in its environment a
+//                            rank first sets key to value in the store (to
+//                            plant a bad value for launch_test)
 //
 // Exit status 0 when the check holds on this rank, 1 otherwise.
 #include "algorithms/algorithm.h"
@@ -124,7 +128,8 @@ int run_kill_mode() {
     if (!good) return 1;
   }
   // Report through the store; rank 0 waits for every survivor.
-  OpenedStore store = open_store(env.store, false, Clock::now() + std::chrono::seconds(20));
+  OpenedStore store =
+      open_store(env.store, false, Clock::now() + std::chrono::seconds(20), Config::from_env());
   store.store->add("kill_test/survivors_ok", 1);
   if (comm.rank() == 0) {
     const auto deadline = Clock::now() + std::chrono::seconds(20);
@@ -180,7 +185,8 @@ bool works_again() {
 int run_abort_mode() {
   const BootstrapEnv env = read_bootstrap_env();
   Communicator comm = init_from_env();
-  OpenedStore store = open_store(env.store, false, Clock::now() + std::chrono::seconds(20));
+  OpenedStore store =
+      open_store(env.store, false, Clock::now() + std::chrono::seconds(20), Config::from_env());
   const std::string reason = "abort test: operator stop";
   std::vector<float> v(1024, 1.0f);
   CallOptions patient;
@@ -240,6 +246,20 @@ int run_abort_mode() {
   return 0;
 }
 
+int run_init_mode() {
+  if (auto kv = env_var("MP_CHECK_SET")) {
+    const size_t eq = kv->find('=');
+    const std::string value = kv->substr(eq + 1);
+    OpenedStore store = open_store(read_bootstrap_env().store, false,
+                                   Clock::now() + std::chrono::seconds(30), Config::from_env());
+    store.store->set(kv->substr(0, eq), std::vector<uint8_t>(value.begin(), value.end()));
+  }
+  Communicator comm = init_from_env();
+  comm.barrier();
+  std::printf("INIT OK rank %d\n", comm.rank());
+  return 0;
+}
+
 }  // namespace
 }  // namespace chorus
 
@@ -252,7 +272,9 @@ int main(int argc, char** argv) {
     if (mode == "kill") return chorus::run_kill_mode();
     if (mode == "timeout") return chorus::run_timeout_mode();
     if (mode == "abort") return chorus::run_abort_mode();
-    std::fprintf(stderr, "usage: mp_check grid [--small] | allreduce | kill | timeout | abort\n");
+    if (mode == "init") return chorus::run_init_mode();
+    std::fprintf(stderr,
+                 "usage: mp_check grid [--small] | allreduce | kill | timeout | abort | init\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <charconv>
 #include <memory>
 #include <vector>
 
@@ -19,6 +20,30 @@ namespace chorus::tcp {
 namespace {
 
 std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+// Peer p's record "host id\naddress\nport" from the store, as an endpoint;
+// Error(mismatch) naming the key when it is malformed.
+Endpoint parse_address(const std::vector<uint8_t>& record, int p, const std::string& where) {
+  const std::string text(record.begin(), record.end());
+  const size_t nl1 = text.find('\n');
+  const size_t nl2 = nl1 == std::string::npos ? nl1 : text.find('\n', nl1 + 1);
+  uint16_t port = 0;
+  bool ok = nl2 != std::string::npos && nl2 > nl1 + 1;
+  if (ok) {
+    const char* b = text.data() + nl2 + 1;
+    const char* e = text.data() + text.size();
+    const auto [end, ec] = std::from_chars(b, e, port);
+    ok = ec == std::errc() && end == e && port != 0;
+  }
+  if (!ok) {
+    std::string shown;
+    for (size_t i = 0; i < text.size() && i < 64; ++i)
+      shown += text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+    fail(ErrorCode::mismatch, where, "store key 'tcp/addr/", p, "' holds '", shown,
+         "', not an address record (host id, address, port)");
+  }
+  return resolve(text.substr(nl1 + 1, nl2 - nl1 - 1), port, str_cat(where, "peer ", p));
+}
 
 // A connection whose handshake is not complete yet.
 struct Pending {
@@ -47,9 +72,13 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
       fail(e.code(), where, "set-up: waiting for ", what, ": ", e.what());
     }
   };
-  Fd listen = listen_on(resolve("0.0.0.0", 0, "tcp"), str_cat(where, "listen"));
-  const uint16_t port = local_port(listen.get());
+  // Listen on exactly the address this rank publishes, not on every
+  // interface: a data port is reachable where the job says it is, no wider.
   const std::string address = options.address.empty() ? "127.0.0.1" : options.address;
+  Fd listen = listen_on(resolve(address, 0, str_cat(where, "published address")),
+                        str_cat(where, "listening on its published address (", address,
+                                "; CHORUS_TCP_ADDR must be an address of this host)"));
+  const uint16_t port = local_port(listen.get());
   store.set(str_cat("tcp/addr/", rank),
             to_bytes(str_cat(options.host_id, "\n", address, "\n", port)));
   Token token{};
@@ -59,10 +88,23 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
   } else {
     const auto t = get("tcp/token", "the job token from rank 0");
     if (t.size() != kTokenBytes)
-      fail(ErrorCode::mismatch, where, "job token in the store has ", t.size(), " bytes, not ",
-           kTokenBytes);
+      fail(ErrorCode::mismatch, where, "store key 'tcp/token' holds ", t.size(),
+           " bytes, not a job token of ", kTokenBytes);
     std::copy(t.begin(), t.end(), token.begin());
   }
+  // Every value this rank needs from the store, read and checked before any
+  // connection is waited for.
+  std::vector<Endpoint> endpoints(static_cast<size_t>(rank));
+  for (int p = 0; p < rank; ++p)
+    if (connects_to(options, p))
+      endpoints[static_cast<size_t>(p)] =
+          parse_address(get(str_cat("tcp/addr/", p), str_cat("the address of peer ", p)), p,
+                        where);
+  // A store barrier: a rank that found a bad value has aborted the store by
+  // now (bootstrap does), and every rank learns it here, instead of waiting
+  // for connections that will not come.
+  if (store.add("tcp/checked", 1) == size) store.set("tcp/go", {1});
+  get("tcp/go", "every rank to check its set-up data");
   const auto nstreams = static_cast<uint32_t>(options.streams);
   // established[p][i]: stream i to peer p is up (empty for peers left out).
   std::vector<std::vector<bool>> established(static_cast<size_t>(size));
@@ -82,17 +124,7 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
   // listen backlog even before it accepts, so this cannot deadlock.
   for (int p = 0; p < rank; ++p) {
     if (!connects_to(options, p)) continue;
-    const auto a = get(str_cat("tcp/addr/", p), str_cat("the address of peer ", p));
-    const std::string text(a.begin(), a.end());
-    const size_t nl1 = text.find('\n');
-    const size_t nl2 = nl1 == std::string::npos ? nl1 : text.find('\n', nl1 + 1);
-    if (nl2 == std::string::npos)
-      fail(ErrorCode::mismatch, where, "malformed address of peer ", p, " in the store");
-    const std::string host_id = text.substr(0, nl1);
-    std::string host = text.substr(nl1 + 1, nl2 - nl1 - 1);
-    const auto peer_port = static_cast<uint16_t>(std::stoul(text.substr(nl2 + 1)));
-    if (host_id == options.host_id) host = "127.0.0.1";
-    const Endpoint ep = resolve(host, peer_port, str_cat(where, "peer ", p));
+    const Endpoint& ep = endpoints[static_cast<size_t>(p)];
     for (uint32_t st = 0; st < nstreams; ++st) {
       auto pd = std::make_unique<Pending>();
       pd->fd = connect_with_retry(ep, deadline, str_cat(where, "connect to peer ", p));

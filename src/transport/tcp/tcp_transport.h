@@ -1,13 +1,19 @@
 // The tcp transport: ranks on any hosts, over non-blocking TCP sockets.
 //
-// Set-up (through the Store): every rank listens on an ephemeral port and
-// publishes "tcp/addr/<rank>" = host id, address, port; rank 0 publishes a
-// random job token under "tcp/token". Rank r connects `streams` sockets to
-// every peer p < r and accepts them from every p > r. Each connection opens
+// Set-up (through the Store): every rank listens on an ephemeral port of the
+// address it publishes (TcpOptions::address, never 0.0.0.0) and publishes
+// "tcp/addr/<rank>" = host id, address, port; rank 0 publishes a random job
+// token under "tcp/token" (so whoever can read the store can read the token:
+// a tcp:// store admits only holders of CHORUS_STORE_SECRET). Every rank
+// reads and checks what it needs from the store, then meets the others at a
+// store barrier ("tcp/checked"), so that a bad value found by one rank fails
+// them all (bootstrap aborts the store) before anyone waits for connections.
+// Rank r connects `streams` sockets to every peer p < r, at the address p
+// published, and accepts them from every p > r. Each connection opens
 // with a handshake that both ends send: magic, protocol version, token, rank,
 // world size and stream index. A connection with a wrong token or an
 // unexpected rank is closed and logged, and the set-up goes on waiting for the
-// right one. Peers with the same host id are reached over 127.0.0.1.
+// right one.
 //
 // Data path: length-prefixed frames, each with a 40-byte validated header
 //   magic u32 | kind u16 | reserved u16 | seq u64 | total u64 | offset u64 | len u64
@@ -48,9 +54,10 @@ namespace chorus {
 struct TcpOptions {
   // Sockets per peer (>= 1). Messages larger than one chunk are striped.
   size_t streams = 1;
-  // Address peers on other hosts use to reach this rank; "" = 127.0.0.1.
+  // Address this rank listens on and peers reach it at; "" = 127.0.0.1. It
+  // must be an address of this host.
   std::string address;
-  // Identity of this host (peers with the same id connect over loopback).
+  // Identity of this host, published beside the address.
   std::string host_id;
   // Which peers to connect to (size() entries); empty = all. The composite
   // transport leaves out the peers it reaches over shared memory.

@@ -7,10 +7,12 @@
 #include "net/socket.h"
 #include "store/file_store.h"
 #include "support/grid.h"
+#include "transport/tcp/tcp_setup.h"
 #include "transport/tcp/tcp_transport.h"
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -334,6 +336,78 @@ TEST(TcpTransport, SetUpTimesOutNamingTheMissingPeer) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
     EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+}
+
+// A rank's data port listens on the address it publishes (not on 0.0.0.0),
+// and peers connect to it there. 127.0.0.2 is a loopback address other than
+// the default, so that neither "any" nor a fixed 127.0.0.1 would pass.
+class TcpDataPort : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TcpDataPort, ListensOnThePublishedAddress) {
+  const std::string published = GetParam().empty() ? "127.0.0.1" : GetParam();
+  try {
+    listen_on(resolve(published, 0, "probe"), "probe");
+  } catch (const Error& e) {
+    GTEST_SKIP() << published << " is not an address of this host: " << e.what();
+  }
+  TempStore ts;
+  std::vector<sockaddr_in> listening(2), connected_to(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        TcpOptions o = options(1);
+        o.address = GetParam();
+        std::vector<Fd> streams;
+        Fd listen = tcp::connect_mesh(*ts.store(), r, 2, o, [&](Fd fd, int, uint32_t) {
+          socklen_t len = sizeof(sockaddr_in);
+          ::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&connected_to[static_cast<size_t>(r)]),
+                        &len);
+          streams.push_back(std::move(fd));
+        });
+        socklen_t len = sizeof(sockaddr_in);
+        ::getsockname(listen.get(), reinterpret_cast<sockaddr*>(&listening[static_cast<size_t>(r)]),
+                      &len);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(errors, std::vector<std::string>(2, ""));
+  in_addr want{};
+  ASSERT_EQ(::inet_pton(AF_INET, published.c_str(), &want), 1);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(listening[static_cast<size_t>(r)].sin_addr.s_addr, want.s_addr) << "rank " << r;
+    EXPECT_EQ(ntohs(listening[static_cast<size_t>(r)].sin_port), published_port(*ts.store(), r));
+  }
+  // Rank 1 connected to rank 0's published address and port.
+  EXPECT_EQ(connected_to[1].sin_addr.s_addr, want.s_addr);
+  EXPECT_EQ(connected_to[1].sin_port, listening[0].sin_port);
+}
+
+INSTANTIATE_TEST_SUITE_P(Addresses, TcpDataPort, ::testing::Values("", "127.0.0.2"),
+                         [](const auto& p) {
+                           return p.param.empty() ? std::string("Default")
+                                                  : std::string("Loopback2");
+                         });
+
+// A malformed address record fails the set-up naming the key (not an
+// exception from deep inside the parser).
+TEST(TcpTransport, AMalformedAddressRecordIsNamed) {
+  TempStore ts;
+  TcpOptions o = options(1);
+  o.deadline = Clock::now() + 30s;
+  ts.store()->set("tcp/token", std::vector<uint8_t>(16, 1));
+  const std::string bad = "host\n127.0.0.1\nnot-a-port";
+  ts.store()->set("tcp/addr/0", std::vector<uint8_t>(bad.begin(), bad.end()));
+  try {
+    make_tcp_transport(*ts.store(), 1, 2, o);
+    FAIL() << "set-up succeeded with a bad address record";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::mismatch) << e.what();
+    EXPECT_NE(std::string(e.what()).find("store key 'tcp/addr/0'"), std::string::npos) << e.what();
   }
 }
 
