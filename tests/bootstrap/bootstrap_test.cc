@@ -69,6 +69,17 @@ std::string env_error(std::initializer_list<std::pair<const char*, const char*>>
   return "(no error)";
 }
 
+TEST(BootstrapEnv, ReadsThroughALookup) {
+  const BootstrapEnv b = read_bootstrap_env(env_from_map(
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "2950"}}));
+  EXPECT_EQ(b.rank, 1);
+  EXPECT_EQ(b.world_size, 2);
+  EXPECT_EQ(b.store, "tcp://node0:2950");
+  EXPECT_TRUE(launcher_env_present(env_from_map({{"PMI_SIZE", "2"}})));
+  EXPECT_FALSE(launcher_env_present(env_from_map({{"MASTER_ADDR", "node0"}})));
+  EXPECT_THROW(read_bootstrap_env(env_from_map({})), Error);
+}
+
 TEST(BootstrapEnv, ChorusVariables) {
   ScopedEnv env({{"CHORUS_RANK", "2"}, {"CHORUS_WORLD_SIZE", "4"}, {"CHORUS_STORE", "file:///x"}});
   const BootstrapEnv b = read_bootstrap_env();
