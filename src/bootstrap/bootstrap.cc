@@ -1,5 +1,6 @@
 #include "bootstrap/bootstrap.h"
 
+#include "bootstrap/store_url.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "net/socket.h"
@@ -57,29 +58,19 @@ void store_barrier(Store& store, const std::string& name, int size, Deadline dea
 }  // namespace
 
 OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline) {
+  const StoreUrl parsed = parse_store_url(url);
   OpenedStore out;
-  if (url.rfind("file://", 0) == 0) {
-    const std::string dir = url.substr(7);
-    if (dir.empty() || dir[0] != '/')
-      fail(ErrorCode::invalid_argument, "store URL '", url,
-           "': file:// needs an absolute path, e.g. file:///tmp/job42");
-    out.store = std::make_shared<FileStore>(dir);
+  if (parsed.kind == StoreUrl::Kind::file) {
+    out.store = std::make_shared<FileStore>(parsed.path);
     out.kind = "file";
     return out;
   }
-  if (url.rfind("tcp://", 0) == 0) {
-    auto [host, port] = split_host_port(url.substr(6), str_cat("store URL '", url, "'"));
-    if (port == 0)
-      fail(ErrorCode::invalid_argument, "store URL '", url, "': port 0 cannot be agreed on");
-    const Endpoint ep = resolve(host, port, str_cat("store URL '", url, "'"));
-    if (host_server) out.server = std::make_unique<TcpStoreServer>(ep);
-    out.store = std::make_shared<TcpStore>(ep, deadline);
-    out.kind = "tcp";
-    out.host = host;
-    return out;
-  }
-  fail(ErrorCode::invalid_argument, "store URL '", url,
-       "' is neither file:///path nor tcp://host:port");
+  const Endpoint ep = resolve(parsed.host, parsed.port, str_cat("store URL '", url, "'"));
+  if (host_server) out.server = std::make_unique<TcpStoreServer>(ep);
+  out.store = std::make_shared<TcpStore>(ep, deadline);
+  out.kind = "tcp";
+  out.host = parsed.host;
+  return out;
 }
 
 std::string host_identity() {

@@ -32,9 +32,9 @@ struct OpenedStore {
   std::string host;                        // tcp: the server's host
 };
 
-// Opens "file:///dir" or "tcp://host:port". With tcp, `host_server` makes this
-// process serve the store at host:port first. Throws Error(invalid_argument)
-// for a malformed URL (naming it).
+// Opens "file:///dir" or "tcp://host:port" (parse_store_url in store_url.h).
+// With tcp, `host_server` makes this process serve the store at host:port
+// first. Throws Error(invalid_argument) for a malformed URL (naming it).
 OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline);
 
 // "hostname/boot-id": equal for two processes exactly when they run on the

@@ -1,5 +1,6 @@
 // Bootstrap: store URLs, the host identity, and the launcher environment.
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/store_url.h"
 #include "core/config.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,23 @@ TEST(OpenStore, RejectsMalformedUrls) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << url << ": " << e.what();
     }
+  }
+}
+
+TEST(ParseStoreUrl, SplitsFileAndTcpUrls) {
+  const StoreUrl f = parse_store_url("file:///tmp/job42");
+  EXPECT_EQ(f.kind, StoreUrl::Kind::file);
+  EXPECT_EQ(f.path, "/tmp/job42");
+  const StoreUrl t = parse_store_url("tcp://node0:29500");
+  EXPECT_EQ(t.kind, StoreUrl::Kind::tcp);
+  EXPECT_EQ(t.host, "node0");
+  EXPECT_EQ(t.port, 29500);
+  try {
+    parse_store_url("tcp://node0:0");
+    ADD_FAILURE() << "accepted port 0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("tcp://node0:0"), std::string::npos) << e.what();
   }
 }
 
