@@ -15,11 +15,26 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Durations from the environment are at most kMaxSeconds (about 31 years):
+// converting a larger number (1e300, inf) to an integer count is undefined,
+// and deadlines (steady-clock nanoseconds in 64 bits, about 292 years) must
+// stay representable.
+constexpr double kMaxSeconds = 1e9;
+// Byte counts are at most 2^53, up to which whole numbers are exact in a double.
+constexpr double kMaxBytes = 0x1p53;
+
 double parse_number(const char* var, const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !(v >= 0))
     fail(ErrorCode::invalid_argument, var, "='", text, "' is not a non-negative number");
+  return v;
+}
+
+// A non-negative number at most `max` (which infinity and 1e300 are not).
+double parse_bounded(const char* var, const std::string& text, double max) {
+  const double v = parse_number(var, text);
+  if (v > max) fail(ErrorCode::invalid_argument, var, "='", text, "' is above ", max);
   return v;
 }
 
@@ -132,7 +147,7 @@ Config Config::from_env() { return from_env(env_var); }
 Config Config::from_env(const EnvLookup& lookup) {
   Config cfg;
   if (auto v = lookup("CHORUS_TIMEOUT"); v && !v->empty()) {
-    const double s = parse_number("CHORUS_TIMEOUT", *v);
+    const double s = parse_bounded("CHORUS_TIMEOUT", *v, kMaxSeconds);
     cfg.timeout = std::chrono::milliseconds(static_cast<long long>(s * 1000.0));
     if (cfg.timeout.count() == 0)
       fail(ErrorCode::invalid_argument, "CHORUS_TIMEOUT='", *v, "' must be positive seconds");
@@ -180,9 +195,9 @@ Config Config::from_env(const EnvLookup& lookup) {
   }
   if (auto v = lookup("CHORUS_SPIN_US"); v && !v->empty())
     cfg.spin = std::chrono::microseconds(
-        static_cast<long long>(parse_number("CHORUS_SPIN_US", *v)));
+        static_cast<long long>(parse_bounded("CHORUS_SPIN_US", *v, kMaxSeconds * 1e6)));
   if (auto v = lookup("CHORUS_SEGMENT"); v && !v->empty())
-    cfg.segment_bytes = static_cast<size_t>(parse_number("CHORUS_SEGMENT", *v));
+    cfg.segment_bytes = static_cast<size_t>(parse_bounded("CHORUS_SEGMENT", *v, kMaxBytes));
   if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = lookup("CHORUS_HOST_ID")) cfg.host_id = *v;
   if (auto v = lookup("CHORUS_BIND"); v && !v->empty()) {
