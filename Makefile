@@ -1,16 +1,20 @@
 # chorus top-level entry points. `make demo` and `make test` each install what is
 # missing, configure into build/, build, then run.
-#   make test                  the whole suite through ctest
+#   make test                  the whole suite through ctest, then a short run of
+#                              every fuzz target (build-fuzz/, FUZZ_SECONDS each)
 #   make test SANITIZE=address ASan+UBSan build in build-address/
 #   make test SANITIZE=thread  TSan build in build-thread/
 #   make demo                  chorus-perf: AllReduce on 4 local ranks over shared memory, every algorithm
+#   make fuzz                  the libFuzzer targets of fuzz/ (clang) in build-fuzz/fuzz/
 SANITIZE ?=
 BUILD_TYPE ?= Release
 BUILD_DIR ?= $(if $(SANITIZE),build-$(SANITIZE),build)
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 5
 
-.PHONY: all deps configure build test demo install clean format
+.PHONY: all deps configure build fuzz test demo install clean format
 
 all: build
 
@@ -23,8 +27,15 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+# clang with ASan + UBSan + libFuzzer; only the library and fuzz/ are built there.
+fuzz: deps
+	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_CXX_FLAGS=-gline-tables-only -DCHORUS_FUZZ=ON -DCHORUS_FUZZ_SECONDS=$(FUZZ_SECONDS) > /dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS)
+
+test: build fuzz
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+	@cd $(FUZZ_DIR) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
 	@$(BUILD_DIR)/tools/chorus-perf allreduce --ranks 4 --transport shm -b 8 -e 64M -a all
@@ -36,4 +47,4 @@ format:
 	@clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf build build-address build-thread
+	rm -rf build build-address build-thread $(FUZZ_DIR)

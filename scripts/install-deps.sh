@@ -2,8 +2,12 @@
 # Installs the Debian packages chorus needs to build and test, and only those
 # that are missing. Usage: scripts/install-deps.sh [extra-package...]
 set -euo pipefail
+# The fuzz targets (make fuzz, part of make test) need clang, libFuzzer's and
+# the sanitizers' runtimes (libclang_rt.fuzzer-x86_64.a is in libclang-rt-14-dev,
+# only recommended by Debian 12's clang, so named here) and llvm-symbolizer
+# (package llvm) for readable crash reports.
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin "$@")
+      libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

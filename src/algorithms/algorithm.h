@@ -20,7 +20,6 @@
 #include "schedule/collective.h"
 #include "schedule/program.h"
 
-#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,10 +57,23 @@ struct Algorithm {
 // The registry's rows, in order.
 std::span<const Algorithm* const> registry_rows();
 // Every registered algorithm, as references: for (const Algorithm& a : all_algorithms()).
-inline auto all_algorithms() {
-  return std::views::transform(registry_rows(),
-                               [](const Algorithm* a) -> const Algorithm& { return *a; });
-}
+// A plain range rather than std::views::transform, which clang 14 (the
+// compiler of the fuzz build) cannot compile over libstdc++ 12's <ranges>.
+struct AlgorithmRange {
+  struct Iterator {
+    const Algorithm* const* at;
+    const Algorithm& operator*() const { return **at; }
+    Iterator& operator++() {
+      ++at;
+      return *this;
+    }
+    bool operator==(const Iterator&) const = default;
+  };
+  std::span<const Algorithm* const> rows;
+  Iterator begin() const { return {rows.data()}; }
+  Iterator end() const { return {rows.data() + rows.size()}; }
+};
+inline AlgorithmRange all_algorithms() { return {registry_rows()}; }
 // Algorithms of one collective, in registry order (preferred fallback order).
 std::vector<const Algorithm*> algorithms_for(Collective collective);
 // nullptr when no algorithm of that collective has that name.

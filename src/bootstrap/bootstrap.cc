@@ -1,5 +1,6 @@
 #include "bootstrap/bootstrap.h"
 
+#include "bootstrap/store_url.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "net/socket.h"
@@ -143,41 +144,31 @@ std::string process_identity() {
 
 OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline,
                        const Config& config) {
+  const StoreUrl parsed = parse_store_url(url);
   OpenedStore out;
-  if (url.rfind("file://", 0) == 0) {
-    const std::string dir = url.substr(7);
-    if (dir.empty() || dir[0] != '/')
-      fail(ErrorCode::invalid_argument, "store URL '", url,
-           "': file:// needs an absolute path, e.g. file:///tmp/job42");
-    out.store = std::make_shared<FileStore>(dir);
+  if (parsed.kind == StoreUrl::Kind::file) {
+    out.store = std::make_shared<FileStore>(parsed.path);
     out.kind = "file";
     return out;
   }
-  if (url.rfind("tcp://", 0) == 0) {
-    auto [host, port] = split_host_port(url.substr(6), str_cat("store URL '", url, "'"));
-    if (port == 0)
-      fail(ErrorCode::invalid_argument, "store URL '", url, "': port 0 cannot be agreed on");
-    const Endpoint ep = resolve(host, port, str_cat("store URL '", url, "'"));
-    if (host_server) {
-      try {
-        out.server = std::make_unique<TcpStoreServer>(ep, config.store_secret, config.log_level);
-      } catch (const Error& e) {
-        fail(e.code(), e.what(),
-             " (does another process, perhaps another rank 0 of this job, use the port?)");
-      }
-      if (config.store_secret.empty())
-        log_message(config.log_level, LogLevel::warn, 0, "TcpStore at ", ep.describe(),
-                    " has no secret: any process that can reach it may read and change the "
-                    "job's keys, the tcp transport's job token among them; give every rank the "
-                    "same CHORUS_STORE_SECRET (chorus-run does)");
+  const Endpoint ep = resolve(parsed.host, parsed.port, str_cat("store URL '", url, "'"));
+  if (host_server) {
+    try {
+      out.server = std::make_unique<TcpStoreServer>(ep, config.store_secret, config.log_level);
+    } catch (const Error& e) {
+      fail(e.code(), e.what(),
+           " (does another process, perhaps another rank 0 of this job, use the port?)");
     }
-    out.store = std::make_shared<TcpStore>(ep, deadline, config.store_secret);
-    out.kind = "tcp";
-    out.host = host;
-    return out;
+    if (config.store_secret.empty())
+      log_message(config.log_level, LogLevel::warn, 0, "TcpStore at ", ep.describe(),
+                  " has no secret: any process that can reach it may read and change the "
+                  "job's keys, the tcp transport's job token among them; give every rank the "
+                  "same CHORUS_STORE_SECRET (chorus-run does)");
   }
-  fail(ErrorCode::invalid_argument, "store URL '", url,
-       "' is neither file:///path nor tcp://host:port");
+  out.store = std::make_shared<TcpStore>(ep, deadline, config.store_secret);
+  out.kind = "tcp";
+  out.host = parsed.host;
+  return out;
 }
 
 std::string host_identity() {

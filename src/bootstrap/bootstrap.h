@@ -40,7 +40,7 @@ struct OpenedStore {
   std::string host;                        // tcp: the server's host
 };
 
-// Opens "file:///dir" or "tcp://host:port". With tcp, `host_server` makes this
+// Opens "file:///dir" or "tcp://host:port" (parse_store_url in store_url.h). With tcp, `host_server` makes this
 // process serve the store at host:port first, and config.store_secret is the
 // secret the server requires and the client proves (the server warns once,
 // at config.log_level, when there is none). Throws Error(invalid_argument)

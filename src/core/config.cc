@@ -41,15 +41,19 @@ struct RankVars {
 
 }  // namespace
 
-bool launcher_env_present() {
+bool launcher_env_present() { return launcher_env_present(env_var); }
+
+bool launcher_env_present(const EnvLookup& lookup) {
   for (const char* v : {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "RANK", "WORLD_SIZE",
                         "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
                         "SLURM_PROCID", "SLURM_NTASKS"})
-    if (env_var(v)) return true;
+    if (lookup(v)) return true;
   return false;
 }
 
-BootstrapEnv read_bootstrap_env() {
+BootstrapEnv read_bootstrap_env() { return read_bootstrap_env(env_var); }
+
+BootstrapEnv read_bootstrap_env(const EnvLookup& lookup) {
   BootstrapEnv env;
   // Launchers from the innermost to the outermost: launchers nest (mpirun or
   // torchrun inside a Slurm allocation, which leaves SLURM_PROCID=0 in every
@@ -63,8 +67,8 @@ BootstrapEnv read_bootstrap_env() {
                                 {"Slurm", "SLURM_PROCID", "SLURM_NTASKS"}};
   const RankVars* chosen = nullptr;
   for (const RankVars& l : launchers) {
-    auto r = env_var(l.rank);
-    auto n = env_var(l.size);
+    auto r = lookup(l.rank);
+    auto n = lookup(l.size);
     if (!r && !n) continue;
     if (!r) fail(ErrorCode::invalid_argument, l.size, " is set but ", l.rank, " is not");
     if (!n) fail(ErrorCode::invalid_argument, l.rank, " is set but ", l.size, " is not");
@@ -84,11 +88,11 @@ BootstrapEnv read_bootstrap_env() {
          "no rank in the environment: set CHORUS_RANK and CHORUS_WORLD_SIZE, or start under "
          "torchrun (RANK, WORLD_SIZE), mpirun (OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE) "
          "or srun (SLURM_PROCID/SLURM_NTASKS)");
-  if (auto s = env_var("CHORUS_STORE"); s && !s->empty()) {
+  if (auto s = lookup("CHORUS_STORE"); s && !s->empty()) {
     env.store = *s;
   } else {
-    auto addr = env_var("MASTER_ADDR");
-    auto port = env_var("MASTER_PORT");
+    auto addr = lookup("MASTER_ADDR");
+    auto port = lookup("MASTER_PORT");
     if (addr && !port) fail(ErrorCode::invalid_argument, "MASTER_ADDR is set but MASTER_PORT is not");
     if (port && !addr) fail(ErrorCode::invalid_argument, "MASTER_PORT is set but MASTER_ADDR is not");
     if (!addr)
@@ -103,10 +107,18 @@ BootstrapEnv read_bootstrap_env() {
   return env;
 }
 
-std::optional<std::string> env_var(const char* name) {
-  const char* v = std::getenv(name);
+std::optional<std::string> env_var(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
   if (v == nullptr) return std::nullopt;
   return std::string(v);
+}
+
+EnvLookup env_from_map(std::map<std::string, std::string, std::less<>> vars) {
+  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
 }
 
 std::string Config::algorithm_for(Collective c) const {
@@ -115,9 +127,11 @@ std::string Config::algorithm_for(Collective c) const {
   return algorithm_all;
 }
 
-Config Config::from_env() {
+Config Config::from_env() { return from_env(env_var); }
+
+Config Config::from_env(const EnvLookup& lookup) {
   Config cfg;
-  if (auto v = env_var("CHORUS_TIMEOUT"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_TIMEOUT"); v && !v->empty()) {
     // Seconds, "inf" (no deadline) included; anything too long to count in
     // milliseconds saturates to no deadline too (deadline_after).
     const double s = parse_number("CHORUS_TIMEOUT", *v);
@@ -130,7 +144,7 @@ Config Config::from_env() {
                       ? kForever
                       : std::chrono::milliseconds(static_cast<long long>(ms));
   }
-  if (auto v = env_var("CHORUS_ALGO"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_ALGO"); v && !v->empty()) {
     std::string_view rest = *v;
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
@@ -149,13 +163,13 @@ Config Config::from_env() {
       cfg.algorithm[*coll] = std::string(trim(item.substr(eq + 1)));
     }
   }
-  if (auto v = env_var("CHORUS_TRANSPORT"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_TRANSPORT"); v && !v->empty()) {
     if (*v != "shm" && *v != "tcp" && *v != "inproc")
       fail(ErrorCode::invalid_argument, "CHORUS_TRANSPORT='", *v,
            "' is not one of shm, tcp, inproc");
     cfg.transport = *v;
   }
-  if (auto v = env_var("CHORUS_DEBUG"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_DEBUG"); v && !v->empty()) {
     std::string_view rest = *v;
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
@@ -171,7 +185,7 @@ Config Config::from_env() {
              "' is not one of NONE, WARN, INFO, TRACE, TUNING");
     }
   }
-  if (auto v = env_var("CHORUS_SPIN_US"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_SPIN_US"); v && !v->empty()) {
     // A spin longer than a few seconds is a busy-wait, not a spin.
     constexpr double kMaxSpinUs = 10e6;
     const double us = parse_number("CHORUS_SPIN_US", *v);
@@ -180,7 +194,7 @@ Config Config::from_env() {
            "' must be microseconds from 0 to 10000000");
     cfg.spin = std::chrono::microseconds(static_cast<long long>(us));
   }
-  if (auto v = env_var("CHORUS_SEGMENT"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_SEGMENT"); v && !v->empty()) {
     constexpr double kMaxSegment = 1ull << 40;
     const double bytes = parse_number("CHORUS_SEGMENT", *v);
     if (!(bytes <= kMaxSegment) || bytes != static_cast<double>(static_cast<size_t>(bytes)))
@@ -188,23 +202,23 @@ Config Config::from_env() {
            "' must be whole bytes from 0 (the algorithm's default) to 2^40");
     cfg.segment_bytes = static_cast<size_t>(bytes);
   }
-  if (auto v = env_var("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
-  if (auto v = env_var("CHORUS_HOST_ID")) cfg.host_id = *v;
-  if (auto v = env_var("CHORUS_FLIGHT_RECORDER")) cfg.flight_recorder_dir = *v;
-  if (auto v = env_var("CHORUS_BIND"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
+  if (auto v = lookup("CHORUS_HOST_ID")) cfg.host_id = *v;
+  if (auto v = lookup("CHORUS_FLIGHT_RECORDER")) cfg.flight_recorder_dir = *v;
+  if (auto v = lookup("CHORUS_BIND"); v && !v->empty()) {
     if (*v != "core" && *v != "none")
       fail(ErrorCode::invalid_argument, "CHORUS_BIND='", *v, "' is not one of core, none");
     cfg.bind_cores = *v == "core";
   }
-  if (auto v = env_var("CHORUS_TCP_STREAMS"); v && !v->empty()) {
+  if (auto v = lookup("CHORUS_TCP_STREAMS"); v && !v->empty()) {
     const double n = parse_number("CHORUS_TCP_STREAMS", *v);
     if (n < 1 || n > 64 || n != static_cast<double>(static_cast<size_t>(n)))
       fail(ErrorCode::invalid_argument, "CHORUS_TCP_STREAMS='", *v,
            "' must be an integer from 1 to 64");
     cfg.tcp_streams = static_cast<size_t>(n);
   }
-  if (auto v = env_var("CHORUS_TCP_ADDR")) cfg.tcp_address = *v;
-  if (auto v = env_var("CHORUS_STORE_SECRET")) {
+  if (auto v = lookup("CHORUS_TCP_ADDR")) cfg.tcp_address = *v;
+  if (auto v = lookup("CHORUS_STORE_SECRET")) {
     // An empty value is more likely a failed substitution than a choice.
     if (v->empty())
       fail(ErrorCode::invalid_argument,

@@ -37,11 +37,18 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace chorus {
+
+// Where the parsers below read variables from: the value of a name, or nullopt
+// when it is unset. The process environment is `env_var`; tests and the fuzz
+// targets pass a map (env_from_map), so that parsing is a pure function.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
 
 struct Config {
   std::chrono::milliseconds timeout{300'000};
@@ -68,6 +75,8 @@ struct Config {
   // Reads the CHORUS_* variables; a malformed value throws
   // Error(invalid_argument) naming the variable.
   static Config from_env();
+  // The same, reading the variables through `env`.
+  static Config from_env(const EnvLookup& env);
 };
 
 // Where this process sits in a job and how it meets its peers, as the
@@ -86,13 +95,20 @@ struct BootstrapEnv {
 // contradicts its partner (rank without size, rank >= size, MASTER_ADDR
 // without MASTER_PORT) throws Error(invalid_argument) naming the variable.
 BootstrapEnv read_bootstrap_env();
+// The same, reading the variables through `env`:
+//   read_bootstrap_env(env_from_map({{"RANK", "1"}, {"WORLD_SIZE", "2"}, ...}))
+BootstrapEnv read_bootstrap_env(const EnvLookup& env);
 
 // Whether any launcher's rank or size variable (those read_bootstrap_env
 // looks at) is set: tools that can also start ranks themselves use it to tell
 // "started by a launcher" from "started by hand".
 bool launcher_env_present();
+bool launcher_env_present(const EnvLookup& env);
 
 // Value of an environment variable, or nullopt when unset.
-std::optional<std::string> env_var(const char* name);
+std::optional<std::string> env_var(std::string_view name);
+
+// A lookup over fixed name=value pairs (names absent from `vars` are unset).
+EnvLookup env_from_map(std::map<std::string, std::string, std::less<>> vars);
 
 }  // namespace chorus

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace chorus {
@@ -20,6 +21,15 @@ double json_number(const nlohmann::json& j, const char* key, std::string_view wh
   return j[key].get<double>();
 }
 
+// j[key] as a string, "" when absent; json::value would throw its own
+// exception for another type.
+std::string json_string(const nlohmann::json& j, const char* key, std::string_view where) {
+  if (!j.contains(key)) return "";
+  if (!j[key].is_string())
+    fail(ErrorCode::invalid_argument, where, ": \"", key, "\" must be a string");
+  return j[key].get<std::string>();
+}
+
 }  // namespace
 
 TuningTable tuning_from_json(std::string_view text, std::string_view where) {
@@ -29,17 +39,20 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
   } catch (const nlohmann::json::exception& e) {
     fail(ErrorCode::invalid_argument, where, ": not valid JSON: ", e.what());
   }
-  if (!j.is_object() || j.value("format", "") != "chorus-tuning")
+  // Compared as JSON values, which any type may be.
+  if (!j.is_object() || !j.contains("format") || j["format"] != "chorus-tuning")
     fail(ErrorCode::invalid_argument, where, ": not a chorus tuning file (\"format\" must be ",
          "\"chorus-tuning\")");
-  if (j.value("version", 0) != 1)
+  const nlohmann::json version = j.contains("version") ? j["version"] : nlohmann::json(0);
+  if (version != 1)
     fail(ErrorCode::invalid_argument, where, ": unsupported tuning file version ",
-         j.value("version", 0), " (this chorus reads version 1)");
+         version.dump(), " (this chorus reads version 1)");
   TuningTable t;
+  const double ports = j.contains("ports") ? json_number(j, "ports", where) : 1;
   if (j.contains("gamma_s_per_B")) t.gamma = json_number(j, "gamma_s_per_B", where);
-  if (j.contains("ports")) t.ports = static_cast<int>(json_number(j, "ports", where));
-  if (!(t.gamma >= 0) || (t.ports != 1 && t.ports != 2))
+  if (!(t.gamma >= 0) || (ports != 1 && ports != 2))
     fail(ErrorCode::invalid_argument, where, ": gamma_s_per_B must be >= 0 and ports 1 or 2");
+  t.ports = static_cast<int>(ports);
   if (!j.contains("links") || !j["links"].is_object())
     fail(ErrorCode::invalid_argument, where, ": \"links\" must be an object of link classes");
   for (const auto& [name, v] : j["links"].items()) {
@@ -57,15 +70,21 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
       const std::string w = str_cat(where, ": rule ", v.dump());
       if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
       TuningRule r;
-      const auto coll = parse_collective(v.value("collective", ""));
+      const auto coll = parse_collective(json_string(v, "collective", w));
       if (!coll) fail(ErrorCode::invalid_argument, w, ": unknown collective");
       r.collective = *coll;
-      r.link = v.value("link", "");
-      r.nranks = static_cast<int>(json_number(v, "ranks", w));
-      r.min_bytes = static_cast<size_t>(json_number(v, "min_bytes", w));
-      r.algorithm = v.value("algorithm", "");
-      if (r.link.empty() || r.nranks < 1)
-        fail(ErrorCode::invalid_argument, w, ": needs a link class and ranks >= 1");
+      r.link = json_string(v, "link", w);
+      // Range checks before the conversions, which are undefined out of range.
+      const double ranks = json_number(v, "ranks", w);
+      if (r.link.empty() || !(ranks >= 1 && ranks <= std::numeric_limits<int>::max()))
+        fail(ErrorCode::invalid_argument, w, ": needs a link class and ranks from 1 to ",
+             std::numeric_limits<int>::max());
+      r.nranks = static_cast<int>(ranks);
+      const double min_bytes = json_number(v, "min_bytes", w);
+      if (!(min_bytes >= 0 && min_bytes < 0x1p64))
+        fail(ErrorCode::invalid_argument, w, ": min_bytes must be from 0 to 2^64 - 1");
+      r.min_bytes = static_cast<size_t>(min_bytes);
+      r.algorithm = json_string(v, "algorithm", w);
       if (find_algorithm(r.collective, r.algorithm) == nullptr)
         fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", r.algorithm,
              "'; known: ", algorithm_names(r.collective));

@@ -1,5 +1,6 @@
 // Bootstrap: store URLs, the host identity, and the launcher environment.
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/store_url.h"
 #include "core/config.h"
 #include "net/socket.h"
 #include "store/file_store.h"
@@ -28,6 +29,23 @@ TEST(OpenStore, RejectsMalformedUrls) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << url << ": " << e.what();
     }
+  }
+}
+
+TEST(ParseStoreUrl, SplitsFileAndTcpUrls) {
+  const StoreUrl f = parse_store_url("file:///tmp/job42");
+  EXPECT_EQ(f.kind, StoreUrl::Kind::file);
+  EXPECT_EQ(f.path, "/tmp/job42");
+  const StoreUrl t = parse_store_url("tcp://node0:29500");
+  EXPECT_EQ(t.kind, StoreUrl::Kind::tcp);
+  EXPECT_EQ(t.host, "node0");
+  EXPECT_EQ(t.port, 29500);
+  try {
+    parse_store_url("tcp://node0:0");
+    ADD_FAILURE() << "accepted port 0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("tcp://node0:0"), std::string::npos) << e.what();
   }
 }
 
@@ -181,6 +199,17 @@ std::string env_error(std::initializer_list<std::pair<const char*, const char*>>
     return e.what();
   }
   return "(no error)";
+}
+
+TEST(BootstrapEnv, ReadsThroughALookup) {
+  const BootstrapEnv b = read_bootstrap_env(env_from_map(
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "2950"}}));
+  EXPECT_EQ(b.rank, 1);
+  EXPECT_EQ(b.world_size, 2);
+  EXPECT_EQ(b.store, "tcp://node0:2950");
+  EXPECT_TRUE(launcher_env_present(env_from_map({{"PMI_SIZE", "2"}})));
+  EXPECT_FALSE(launcher_env_present(env_from_map({{"MASTER_ADDR", "node0"}})));
+  EXPECT_THROW(read_bootstrap_env(env_from_map({})), Error);
 }
 
 TEST(BootstrapEnv, ChorusVariables) {

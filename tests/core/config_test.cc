@@ -60,6 +60,28 @@ TEST(Config, BadValuesNameTheVariable) {
   }
 }
 
+TEST(Config, ReadsThroughALookup) {
+  const Config c = Config::from_env(env_from_map(
+      {{"CHORUS_TIMEOUT", "2"}, {"CHORUS_TRANSPORT", "tcp"}, {"CHORUS_BIND", "none"}}));
+  EXPECT_EQ(c.timeout, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c.transport, "tcp");
+  EXPECT_FALSE(c.bind_cores);
+  EXPECT_THROW(Config::from_env(env_from_map({{"CHORUS_TCP_STREAMS", "65"}})), Error);
+}
+
+TEST(Config, NumbersBeyondTheirTypesAreRejected) {
+  for (const char* var : {"CHORUS_TIMEOUT", "CHORUS_SPIN_US", "CHORUS_SEGMENT"})
+    for (const char* value : {"inf", "1e300", "2e19"}) {
+      try {
+        Config::from_env(env_from_map({{var, value}}));
+        ADD_FAILURE() << var << "=" << value << " accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+        EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+      }
+    }
+}
+
 TEST(Config, TimeoutSpinAndDebug) {
   ScopedEnv t("CHORUS_TIMEOUT", "2.5");
   ScopedEnv s("CHORUS_SPIN_US", "0");

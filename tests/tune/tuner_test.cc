@@ -208,6 +208,34 @@ TEST(TuningFile, BadFilesAreClearErrors) {
   }
 }
 
+// A tuning file of one rule that parses, with the value of `key` (a scalar
+// of the file or of its rule; every key occurs once) replaced by `value`.
+std::string one_rule_file_with(const std::string& key, const std::string& value) {
+  std::string text = R"({"format": "chorus-tuning", "version": 1, "ports": 1, "links": {}, )"
+                     R"("rules": [{"collective": "allreduce", "link": "shm", "ranks": 2, )"
+                     R"("min_bytes": 0, "algorithm": "ring"}]})";
+  const size_t at = text.find("\"" + key + "\": ") + key.size() + 4;
+  return text.replace(at, text.find_first_of(",}", at) - at, value);
+}
+
+TEST(TuningFile, WrongTypesAndNumbersBeyondTheirTypesAreErrors) {
+  EXPECT_NO_THROW(tuning_from_json(one_rule_file_with("ranks", "4"), "test file"));
+  const std::pair<std::string, std::string> bad[] = {
+      {"format", "5"},     {"version", "\"1\""}, {"version", "1e300"},   {"ports", "1e300"},
+      {"collective", "36"}, {"link", "[]"},      {"algorithm", "null"}, {"ranks", "1e10"},
+      {"min_bytes", "-1"}, {"min_bytes", "1e20"}};
+  for (const auto& [key, value] : bad) {
+    const std::string text = one_rule_file_with(key, value);
+    try {
+      tuning_from_json(text, "test file");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("test file"), std::string::npos);
+    }
+  }
+}
+
 TEST(Calibration, FitRecoversAlphaAndBetaFromTwoSizes) {
   // Half round trips of an exact alpha-beta link: alpha + bytes / beta.
   const double alpha = 3e-6, beta = 5e9;

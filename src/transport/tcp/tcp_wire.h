@@ -2,7 +2,7 @@
 // and the 40-byte header in front of every frame; their byte layout, encoding,
 // decoding and validation. All integers are little-endian.
 //
-// Handshake (both ends send one; 40 bytes):
+// Handshake (both ends send one; 36 bytes):
 //   magic u32 "CHRH" | version u32 | token 16 B | rank u32 | size u32 | stream u32
 // Frame header (40 bytes), then `len` payload bytes:
 //   magic u32 "CHRF" | kind u16 | reserved u16 | seq u64 | total u64 | offset u64 | len u64
