@@ -280,6 +280,9 @@ TEST(TcpStore, AMalformedRequestClosesOnlyThatConnection) {
   ok.set("still", bytes("serving"));
   EXPECT_EQ(ok.get("still", Clock::now() + 1s), bytes("serving"));
   EXPECT_EQ(good.get("k", Clock::now() + 1s), bytes("v"));
+  // The server publishes its counters after it has closed the socket.
+  const auto settle = Clock::now() + 10s;
+  while (server.stats().closed == 0 && Clock::now() < settle) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(server.stats().closed, 1u);
 }
 
@@ -316,6 +319,9 @@ TEST(TcpStoreAdmission, RefusesAClientWithAWrongSecret) {
                    " refused this client: wrong CHORUS_STORE_SECRET"),
             std::string::npos)
       << e;
+  // The server publishes its counters after it has closed the socket.
+  const auto settle = Clock::now() + 10s;
+  while (server.stats().closed == 0 && Clock::now() < settle) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(server.stats().closed, 1u);
   // Nothing the refused client tried reached the store; the right secret works.
   TcpStore ok(resolve("127.0.0.1", server.port(), "test"), Clock::now() + 5s, kSecret);
@@ -477,6 +483,9 @@ TEST(TcpStoreCaps, AnOversizedKeyClosesTheClient) {
   ASSERT_TRUE(write_all(raw.get(), r.data(), r.size(), Clock::now() + 5s, "raw", err));
   uint8_t b;
   EXPECT_FALSE(read_all(raw.get(), &b, 1, Clock::now() + 30s, "raw", err));
+  // The server publishes its counters after it has closed the socket.
+  const auto settle = Clock::now() + 10s;
+  while (server.stats().closed == 0 && Clock::now() < settle) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(server.stats().closed, 1u);
 }
 
