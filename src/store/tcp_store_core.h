@@ -100,6 +100,7 @@ class TcpStoreCore {
   // For tests and logs.
   struct Stats {
     size_t clients = 0;                   // connected and not yet disconnected
+    size_t admitted = 0;                  // clients ever admitted
     size_t closed = 0;                    // clients closed by the server (any reason)
     size_t queued_bytes = 0;              // reply bytes queued over all clients
     size_t peak_client_queued_bytes = 0;  // the most ever queued for one client
@@ -190,6 +191,7 @@ class TcpStoreCore {
   std::optional<std::string> aborted_;
   ClientId next_id_ = 1;
   size_t closed_count_ = 0;
+  size_t admitted_count_ = 0;
   size_t peak_queued_ = 0;
   size_t stored_bytes_ = 0;
 };

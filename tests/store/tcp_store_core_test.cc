@@ -1,8 +1,8 @@
 // The TcpStore server's protocol core, driven without sockets (as a fuzzer
 // drives it), and the keyed hash it admits clients by.
+#include "store/tcp_store_core.h"
 #include "net/socket.h"
 #include "store/store_auth.h"
-#include "store/tcp_store_core.h"
 
 #include <gtest/gtest.h>
 
@@ -25,7 +25,9 @@ std::string hex(const Mac& m) {
   return s;
 }
 
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
 
 // RFC 4231, test cases 1 and 2.
 TEST(StoreAuth, HmacSha256MatchesTheRfc4231Vectors) {
@@ -94,8 +96,9 @@ std::vector<Reply> replies(const std::vector<uint8_t>& out) {
   size_t pos = 0;
   while (pos + kResponseHeaderBytes <= out.size()) {
     const size_t len = get_u64(out.data() + pos + 1);
-    r.push_back({out[pos], std::string(out.begin() + static_cast<long>(pos + kResponseHeaderBytes),
-                                       out.begin() + static_cast<long>(pos + kResponseHeaderBytes + len))});
+    r.push_back(
+        {out[pos], std::string(out.begin() + static_cast<long>(pos + kResponseHeaderBytes),
+                               out.begin() + static_cast<long>(pos + kResponseHeaderBytes + len))});
     pos += kResponseHeaderBytes + len;
   }
   EXPECT_EQ(pos, out.size());
