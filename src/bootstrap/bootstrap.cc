@@ -102,7 +102,7 @@ void check_world_size(Store& scoped, const std::string& prefix, int rank, int si
 // A rank whose start-up failed tells the others through the store, so that
 // they fail now, with its reason, instead of waiting for it until the
 // deadline. The rank that hosts a tcp:// store then keeps serving it until
-// every rank has connected (each has one connection) and left again, for at
+// every rank has been told (each rank's one connection) and has left, for at
 // most kAbortLinger: a rank that starts late still reads the reason.
 constexpr auto kAbortLinger = std::chrono::seconds(10);
 
@@ -114,7 +114,7 @@ void abort_start_up(OpenedStore& opened, int size, const std::string& reason, De
   }
   if (opened.server) {
     opened.store.reset();  // this rank's own connection
-    opened.server->wait_until_served(static_cast<size_t>(size),
+    opened.server->wait_until_told(static_cast<size_t>(size),
                                      std::min(deadline, Clock::now() + kAbortLinger));
   }
 }

@@ -88,10 +88,10 @@ TcpStoreCore::Stats TcpStoreServer::stats() const {
   return stats_;
 }
 
-bool TcpStoreServer::wait_until_served(size_t clients, Deadline deadline) const {
+bool TcpStoreServer::wait_until_told(size_t clients, Deadline deadline) const {
   std::unique_lock lock(mu_);
-  return changed_.wait_until(lock, deadline,
-                             [&] { return stats_.admitted >= clients && stats_.clients == 0; });
+  return changed_.wait_until(
+      lock, deadline, [&] { return stats_.told_of_abort >= clients && stats_.clients == 0; });
 }
 
 void TcpStoreServer::publish(const TcpStoreCore::Stats& s) {

@@ -204,7 +204,7 @@ void TcpStoreCore::handle_request(ClientId id, Client& c, uint8_t op, std::strin
                                   std::span<const uint8_t> value, uint64_t timeout_ms,
                                   Deadline now) {
   if (aborted_ && op != op_abort) {
-    respond_text(id, c, status_aborted, *aborted_);
+    tell_aborted(id, c);
     return;
   }
   switch (op) {
@@ -255,9 +255,13 @@ void TcpStoreCore::handle_request(ClientId id, Client& c, uint8_t op, std::strin
         for (auto& [other_id, other] : clients_) {
           if (other.closing || !other.waiting_key) continue;
           other.waiting_key.reset();
-          respond_text(other_id, other, status_aborted, *aborted_);
+          tell_aborted(other_id, other);
           ready_.push_back(other_id);
         }
+      }
+      if (!c.told_of_abort) {
+        c.told_of_abort = true;
+        ++told_count_;
       }
       respond(id, c, status_ok, {});
       return;
@@ -309,6 +313,14 @@ void TcpStoreCore::respond(ClientId id, Client& c, uint8_t status,
 void TcpStoreCore::respond_text(ClientId id, Client& c, uint8_t status, const std::string& text) {
   respond(id, c, status,
           std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+void TcpStoreCore::tell_aborted(ClientId id, Client& c) {
+  respond_text(id, c, status_aborted, *aborted_);
+  if (!c.told_of_abort) {
+    c.told_of_abort = true;
+    ++told_count_;
+  }
 }
 
 void TcpStoreCore::close(ClientId id, Client& c, std::string reason, bool keep_output) {
@@ -411,6 +423,7 @@ TcpStoreCore::Stats TcpStoreCore::stats() const {
   s.clients = clients_.size();
   s.closed = closed_count_;
   s.admitted = admitted_count_;
+  s.told_of_abort = told_count_;
   s.peak_client_queued_bytes = peak_queued_;
   s.stored_bytes = stored_bytes_;
   for (const auto& [id, c] : clients_) {

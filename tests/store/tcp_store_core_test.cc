@@ -284,6 +284,7 @@ TEST(TcpStoreCore, AbortAnswersEveryWaiterAndEveryLaterRequest) {
   ASSERT_EQ(rb.size(), 1u);
   EXPECT_EQ(rb[0].status, status_aborted);
   EXPECT_EQ(rb[0].payload, "rank 1: bad value");
+  EXPECT_EQ(core.stats().told_of_abort, 2u);  // the aborter and the waiter
   core.receive(a, request(op_abort, "", bytes("second")), kT0);
   core.receive(a, request(op_set, "k", bytes("v")), kT0);
   const auto ra = replies(core.take_output(a));
@@ -292,6 +293,12 @@ TEST(TcpStoreCore, AbortAnswersEveryWaiterAndEveryLaterRequest) {
   EXPECT_EQ(ra[1].status, status_ok);
   EXPECT_EQ(ra[2].status, status_aborted);
   EXPECT_EQ(ra[2].payload, "rank 1: bad value");
+  // A client that arrives later is told at its first request, and counted once.
+  const auto late = admitted(core, "", 3);
+  core.receive(late, request(op_get, "k", {}), kT0);
+  core.receive(late, request(op_get, "k", {}), kT0);
+  EXPECT_EQ(replies(core.take_output(late)).size(), 2u);
+  EXPECT_EQ(core.stats().told_of_abort, 3u);
 }
 
 }  // namespace
