@@ -104,10 +104,11 @@ void check_world_size(Store& scoped, const std::string& prefix, int rank, int si
 // A rank whose start-up failed tells the others through the store, so that
 // they fail now, with its reason, instead of waiting for it until the
 // deadline. The rank that hosts a tcp:// store then keeps serving it until
-// the other ranks have read the reason and left, for at most kAbortLinger.
-constexpr auto kAbortLinger = std::chrono::seconds(5);
+// every rank has been told (each rank's one connection) and has left, for at
+// most kAbortLinger: a rank that starts late still reads the reason.
+constexpr auto kAbortLinger = std::chrono::seconds(10);
 
-void abort_start_up(OpenedStore& opened, const std::string& reason, Deadline deadline) {
+void abort_start_up(OpenedStore& opened, int size, const std::string& reason, Deadline deadline) {
   try {
     opened.store->abort(reason);
   } catch (const Error&) {
@@ -115,7 +116,8 @@ void abort_start_up(OpenedStore& opened, const std::string& reason, Deadline dea
   }
   if (opened.server) {
     opened.store.reset();  // this rank's own connection
-    opened.server->wait_until_no_clients(std::min(deadline, Clock::now() + kAbortLinger));
+    opened.server->wait_until_told(static_cast<size_t>(size),
+                                     std::min(deadline, Clock::now() + kAbortLinger));
   }
 }
 
@@ -264,7 +266,7 @@ std::unique_ptr<Transport> bootstrap_transport(const std::string& store_url, int
   } catch (const Error& e) {
     std::string reason = e.what();
     if (reason.rfind("rank ", 0) != 0) reason = str_cat("rank ", rank, ": ", reason);
-    abort_start_up(opened, reason, deadline);
+    abort_start_up(opened, size, reason, deadline);
     throw Error(e.code(), reason);
   }
 }

@@ -36,7 +36,9 @@ constexpr auto kShutdownFlush = std::chrono::seconds(1);
 // The largest payload a client accepts in an admission answer.
 constexpr size_t kMaxAdmissionPayload = 4096;
 
-std::string text_of(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+std::string text_of(const std::vector<uint8_t>& v) {
+  return {v.begin(), v.end()};
+}
 
 // Sends what is queued for `id` without blocking; false when the connection
 // failed.
@@ -77,16 +79,19 @@ TcpStoreServer::~TcpStoreServer() {
   thread_.join();
 }
 
-std::string TcpStoreServer::describe() const { return endpoint_.describe(); }
+std::string TcpStoreServer::describe() const {
+  return endpoint_.describe();
+}
 
 TcpStoreCore::Stats TcpStoreServer::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
 }
 
-bool TcpStoreServer::wait_until_no_clients(Deadline deadline) const {
+bool TcpStoreServer::wait_until_told(size_t clients, Deadline deadline) const {
   std::unique_lock lock(mu_);
-  return changed_.wait_until(lock, deadline, [&] { return stats_.clients == 0; });
+  return changed_.wait_until(
+      lock, deadline, [&] { return stats_.told_of_abort >= clients && stats_.clients == 0; });
 }
 
 void TcpStoreServer::publish(const TcpStoreCore::Stats& s) {
@@ -111,7 +116,10 @@ void TcpStoreServer::run() {
   // Closes the clients the core gave up on, after one try to send what it
   // left queued for them (a refusal's reason).
   const auto close_refused = [&] {
-    for (auto& [id, reason] : core_.take_closed()) {
+    auto closed = core_.take_closed();
+    if (closed.empty()) return;
+    publish(core_.stats());  // the count is visible before the sockets close
+    for (auto& [id, reason] : closed) {
       auto it = socks.find(id);
       if (it != socks.end()) flush(core_, id, it->second.get());
       log_message(log_level_, LogLevel::warn, 0, where, ": closed a client: it ", reason);
@@ -163,8 +171,10 @@ void TcpStoreServer::run() {
         }
         set_nodelay(fd.get());
         const auto id = core_.connect(random_nonce(), Clock::now() + kAdmissionTime);
-        if (flush(core_, id, fd.get())) socks.emplace(id, std::move(fd));
-        else core_.disconnect(id);
+        if (flush(core_, id, fd.get()))
+          socks.emplace(id, std::move(fd));
+        else
+          core_.disconnect(id);
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
@@ -177,12 +187,15 @@ void TcpStoreServer::run() {
       // A client that waits on a get is not read (the kernel holds what it
       // sends), unless its connection reports a hang-up: then read to see it.
       const bool hangup = fds[i].revents & (POLLHUP | POLLERR | POLLRDHUP);
-      for (int chunk = 0; alive && chunk < kChunksPerRound &&
-                          (core_.wants_input(id) || (hangup && chunk == 0));
+      for (int chunk = 0;
+           alive && chunk < kChunksPerRound && (core_.wants_input(id) || (hangup && chunk == 0));
            ++chunk) {
         const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) {
-          core_.receive(id, std::span<const uint8_t>(buf, static_cast<size_t>(n)), Clock::now());
+          const auto outcome = core_.receive(
+              id, std::span<const uint8_t>(buf, static_cast<size_t>(n)), Clock::now());
+          // A refusal is flushed below: the count is visible before it arrives.
+          if (outcome.close) publish(core_.stats());
           continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -289,9 +302,8 @@ std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const
   std::lock_guard lock(mu_);
   if (!fd_.valid()) fail(ErrorCode::peer_failure, where_, ": connection to the server was lost");
   const auto now = Clock::now();
-  const auto timeout_ms = deadline > now
-      ? std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count()
-      : 0;
+  const auto timeout_ms =
+      deadline > now ? std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count() : 0;
   std::vector<uint8_t> msg(kRequestHeaderBytes + key.size() + value_bytes);
   put_u32(msg.data(), kRequestMagic);
   msg[4] = op;
@@ -328,8 +340,7 @@ std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const
     case status_aborted:
       fail(ErrorCode::peer_failure, where_, ": the store was aborted: ", text_of(payload));
     default:
-      fail(ErrorCode::mismatch, where_, ": unexpected status ", int{h[0]}, " for key '", key,
-           "'");
+      fail(ErrorCode::mismatch, where_, ": unexpected status ", int{h[0]}, " for key '", key, "'");
   }
 }
 

@@ -74,10 +74,12 @@ class TcpStoreServer {
   // The core's accounting as of the server's last loop iteration.
   TcpStoreCore::Stats stats() const;
 
-  // Waits until no client is connected, or `deadline`; true when none is.
-  // The rank hosting the store uses it after it aborted the store, so that
-  // the others can read the reason before the server goes away.
-  bool wait_until_no_clients(Deadline deadline) const;
+  // Waits until at least `clients` clients have been told of the store's
+  // abort (they sent it, or were answered with it) and none is still
+  // connected, or `deadline`; true when so. The rank hosting the store uses it
+  // after its start-up failed, so that every rank, a late one too, reads the
+  // reason before the server goes away.
+  bool wait_until_told(size_t clients, Deadline deadline) const;
 
  private:
   void run();

@@ -129,14 +129,18 @@ void TcpStoreCore::handle(ClientId id, Client& c, Deadline now) {
     const uint64_t value_len = get_u64(p + 9);
     const uint64_t timeout_ms = get_u64(p + 17);
     std::string bad;
-    if (magic != kRequestMagic) bad = "a request with a bad magic number";
-    else if (op < op_set || op > op_abort) bad = str_cat("unknown op ", int{op});
+    if (magic != kRequestMagic)
+      bad = "a request with a bad magic number";
+    else if (op < op_set || op > op_abort)
+      bad = str_cat("unknown op ", int{op});
     else if (key_len > limits_.max_key_bytes)
       bad = str_cat("a key of ", key_len, " bytes, over the cap of ", limits_.max_key_bytes);
     else if (value_len > limits_.max_value_bytes)
       bad = str_cat("a value of ", value_len, " bytes, over the cap of ", limits_.max_value_bytes);
-    else if (op == op_get && value_len != 0) bad = "a get with a value";
-    else if (op == op_add && value_len != 8) bad = "an add whose delta is not 8 bytes";
+    else if (op == op_get && value_len != 0)
+      bad = "a get with a value";
+    else if (op == op_add && value_len != 8)
+      bad = "an add whose delta is not 8 bytes";
     else if (op == op_abort && value_len > kMaxAbortReasonBytes)
       bad = str_cat("an abort reason over ", kMaxAbortReasonBytes, " bytes");
     if (!bad.empty()) {
@@ -182,6 +186,7 @@ void TcpStoreCore::handle_hello(ClientId id, Client& c, const uint8_t* h) {
   std::memcpy(presented.data(), h + 8 + kNonceBytes, kMacBytes);
   if (secret_.empty()) {
     c.admitted = true;
+    ++admitted_count_;
     respond(id, c, status_ok, {});
     return;
   }
@@ -191,6 +196,7 @@ void TcpStoreCore::handle_hello(ClientId id, Client& c, const uint8_t* h) {
     return;
   }
   c.admitted = true;
+  ++admitted_count_;
   respond(id, c, status_ok, server_proof(secret_, c.nonce, client_nonce));
 }
 
@@ -198,7 +204,7 @@ void TcpStoreCore::handle_request(ClientId id, Client& c, uint8_t op, std::strin
                                   std::span<const uint8_t> value, uint64_t timeout_ms,
                                   Deadline now) {
   if (aborted_ && op != op_abort) {
-    respond_text(id, c, status_aborted, *aborted_);
+    tell_aborted(id, c);
     return;
   }
   switch (op) {
@@ -249,9 +255,13 @@ void TcpStoreCore::handle_request(ClientId id, Client& c, uint8_t op, std::strin
         for (auto& [other_id, other] : clients_) {
           if (other.closing || !other.waiting_key) continue;
           other.waiting_key.reset();
-          respond_text(other_id, other, status_aborted, *aborted_);
+          tell_aborted(other_id, other);
           ready_.push_back(other_id);
         }
+      }
+      if (!c.told_of_abort) {
+        c.told_of_abort = true;
+        ++told_count_;
       }
       respond(id, c, status_ok, {});
       return;
@@ -267,8 +277,8 @@ bool TcpStoreCore::reserve(ClientId id, Client& c, const std::string& key, size_
   const size_t after = stored_bytes_ - before + key.size() + value_bytes;
   if (after > limits_.max_stored_bytes) {
     close(id, c,
-          str_cat("would make the store hold ", after, " bytes (key '", key,
-                  "'), over the cap of ", limits_.max_stored_bytes),
+          str_cat("would make the store hold ", after, " bytes (key '", key, "'), over the cap of ",
+                  limits_.max_stored_bytes),
           false);
     return false;
   }
@@ -281,11 +291,11 @@ void TcpStoreCore::respond(ClientId id, Client& c, uint8_t status,
   if (c.closing) return;
   const size_t bytes = kResponseHeaderBytes + payload.size();
   if (queued(c) + bytes > limits_.max_queued_reply_bytes) {
-    close(id, c,
-          str_cat("did not read its replies: ", queued(c) + bytes,
-                  " bytes would be queued for it, over the cap of ",
-                  limits_.max_queued_reply_bytes),
-          false);
+    close(
+        id, c,
+        str_cat("did not read its replies: ", queued(c) + bytes,
+                " bytes would be queued for it, over the cap of ", limits_.max_queued_reply_bytes),
+        false);
     return;
   }
   if (c.out_sent == c.out.size()) {
@@ -303,6 +313,14 @@ void TcpStoreCore::respond(ClientId id, Client& c, uint8_t status,
 void TcpStoreCore::respond_text(ClientId id, Client& c, uint8_t status, const std::string& text) {
   respond(id, c, status,
           std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+void TcpStoreCore::tell_aborted(ClientId id, Client& c) {
+  respond_text(id, c, status_aborted, *aborted_);
+  if (!c.told_of_abort) {
+    c.told_of_abort = true;
+    ++told_count_;
+  }
 }
 
 void TcpStoreCore::close(ClientId id, Client& c, std::string reason, bool keep_output) {
@@ -343,8 +361,10 @@ void TcpStoreCore::sent(ClientId id, size_t bytes) {
   c.out_sent += std::min(bytes, queued(c));
   if (c.out_sent == c.out.size()) {
     c.out_sent = 0;
-    if (c.out.capacity() > kShrinkAbove) std::vector<uint8_t>().swap(c.out);
-    else c.out.clear();
+    if (c.out.capacity() > kShrinkAbove)
+      std::vector<uint8_t>().swap(c.out);
+    else
+      c.out.clear();
   }
 }
 
@@ -364,7 +384,9 @@ std::vector<std::pair<TcpStoreCore::ClientId, std::string>> TcpStoreCore::take_c
   return std::exchange(closed_, {});
 }
 
-void TcpStoreCore::disconnect(ClientId id) { clients_.erase(id); }
+void TcpStoreCore::disconnect(ClientId id) {
+  clients_.erase(id);
+}
 
 std::optional<Deadline> TcpStoreCore::expire(Deadline now) {
   std::optional<Deadline> next;
@@ -374,8 +396,10 @@ std::optional<Deadline> TcpStoreCore::expire(Deadline now) {
   for (auto& [id, c] : clients_) {
     if (c.closing) continue;
     if (!c.admitted) {
-      if (c.auth_deadline <= now) close(id, c, "did not complete its hello in time", false);
-      else nearer(c.auth_deadline);
+      if (c.auth_deadline <= now)
+        close(id, c, "did not complete its hello in time", false);
+      else
+        nearer(c.auth_deadline);
       continue;
     }
     if (!c.waiting_key) continue;
@@ -398,6 +422,8 @@ TcpStoreCore::Stats TcpStoreCore::stats() const {
   Stats s;
   s.clients = clients_.size();
   s.closed = closed_count_;
+  s.admitted = admitted_count_;
+  s.told_of_abort = told_count_;
   s.peak_client_queued_bytes = peak_queued_;
   s.stored_bytes = stored_bytes_;
   for (const auto& [id, c] : clients_) {

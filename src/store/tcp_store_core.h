@@ -100,6 +100,8 @@ class TcpStoreCore {
   // For tests and logs.
   struct Stats {
     size_t clients = 0;                   // connected and not yet disconnected
+    size_t admitted = 0;                  // clients ever admitted
+    size_t told_of_abort = 0;             // clients that sent the abort or were answered aborted
     size_t closed = 0;                    // clients closed by the server (any reason)
     size_t queued_bytes = 0;              // reply bytes queued over all clients
     size_t peak_client_queued_bytes = 0;  // the most ever queued for one client
@@ -155,6 +157,7 @@ class TcpStoreCore {
     Nonce nonce{};
     bool admitted = false;
     bool closing = false;
+    bool told_of_abort = false;
     std::string close_reason;
     Deadline auth_deadline{};
     std::vector<uint8_t> in;
@@ -178,6 +181,8 @@ class TcpStoreCore {
   void respond(ClientId id, Client& c, uint8_t status, std::span<const uint8_t> payload);
   void respond_text(ClientId id, Client& c, uint8_t status, const std::string& text);
   void close(ClientId id, Client& c, std::string reason, bool keep_output);
+  // Answers c with the abort's reason (and counts it as told).
+  void tell_aborted(ClientId id, Client& c);
   void wake_waiters(const std::string& key);
   size_t queued(const Client& c) const { return c.out.size() - c.out_sent; }
 
@@ -190,6 +195,8 @@ class TcpStoreCore {
   std::optional<std::string> aborted_;
   ClientId next_id_ = 1;
   size_t closed_count_ = 0;
+  size_t admitted_count_ = 0;
+  size_t told_count_ = 0;
   size_t peak_queued_ = 0;
   size_t stored_bytes_ = 0;
 };

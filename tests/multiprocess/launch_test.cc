@@ -23,7 +23,7 @@ struct Outcome {
 
 // Runs argv (argv[0] a path) with `env` added, and collects its output.
 Outcome run(const std::vector<std::string>& argv,
-        const std::vector<std::pair<std::string, std::string>>& env = {}) {
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
   int pipefd[2];
   EXPECT_EQ(::pipe2(pipefd, O_CLOEXEC), 0);
   const pid_t pid = ::fork();
@@ -74,7 +74,8 @@ std::map<int, std::vector<std::string>> lines_by_rank(const std::string& output)
     for (const auto& l : lines[rank]) found |= l.find(text) != std::string::npos;
     if (!found)
       return ::testing::AssertionFailure()
-             << "rank " << rank << " did not say \"" << text << "\"; output:\n" << r.output;
+             << "rank " << rank << " did not say \"" << text << "\"; output:\n"
+             << r.output;
   }
   return ::testing::AssertionSuccess();
 }
@@ -129,14 +130,14 @@ TEST(StartUp, AGoodJobStartsOverATcpStoreWithASecret) {
 TEST(StartUp, ADuplicateRankFailsEveryRankNamingIt) {
   // Processes 1 and 2 both claim rank 1.
   const Outcome r = start({CHORUS_RUN, "-n", "3", "--grace", "30"},
-                      "if [ \"$CHORUS_RANK\" = 2 ]; then export CHORUS_RANK=1; fi;");
+                          "if [ \"$CHORUS_RANK\" = 2 ]; then export CHORUS_RANK=1; fi;");
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(every_rank_says(r, 3, "rank 1 joined twice"));
 }
 
 TEST(StartUp, DisagreeingWorldSizesFailEveryRankNamingThem) {
   const Outcome r = start({CHORUS_RUN, "-n", "3", "--store", "tcp", "--grace", "30"},
-                      "if [ \"$CHORUS_RANK\" = 2 ]; then export CHORUS_WORLD_SIZE=4; fi;");
+                          "if [ \"$CHORUS_RANK\" = 2 ]; then export CHORUS_WORLD_SIZE=4; fi;");
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(every_rank_says(r, 3, "rank 2 says world size 4, rank 0 says 3"));
 }
@@ -144,16 +145,17 @@ TEST(StartUp, DisagreeingWorldSizesFailEveryRankNamingThem) {
 TEST(StartUp, ABadValueInTheStoreFailsEveryRankNamingTheKey) {
   // Rank 1 plants a non-number under the key it counts its inits in.
   const Outcome r = start({CHORUS_RUN, "-n", "3", "--store", "tcp", "--grace", "30"},
-                      "if [ \"$CHORUS_RANK\" = 1 ]; then export "
-                      "MP_CHECK_SET=chorus/rank1/inits=abc; fi;");
+                          "if [ \"$CHORUS_RANK\" = 1 ]; then export "
+                          "MP_CHECK_SET=chorus/rank1/inits=abc; fi;");
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(every_rank_says(r, 3, "key 'chorus/rank1/inits', which holds 'abc'"));
 }
 
 TEST(StartUp, AWrongStoreSecretIsRefusedAtOnce) {
   // --grace 0: rank 0 would wait for the refused rank until CHORUS_TIMEOUT.
-  const Outcome r = start({CHORUS_RUN, "-n", "2", "--store", "tcp", "--grace", "0"},
-                      "if [ \"$CHORUS_RANK\" = 1 ]; then export CHORUS_STORE_SECRET=wrong; fi;");
+  const Outcome r =
+      start({CHORUS_RUN, "-n", "2", "--store", "tcp", "--grace", "0"},
+            "if [ \"$CHORUS_RANK\" = 1 ]; then export CHORUS_STORE_SECRET=wrong; fi;");
   EXPECT_NE(r.status, 0);
   auto lines = lines_by_rank(r.output);
   bool refused = false;

@@ -266,7 +266,8 @@ TEST(TcpStore, AMalformedRequestClosesOnlyThatConnection) {
   TcpStore good(resolve("127.0.0.1", server.port(), "test"), Clock::now() + 1s);
   good.set("k", bytes("v"));
   // A raw connection that reads the server's hello and answers garbage.
-  Fd raw = connect_with_retry(resolve("127.0.0.1", server.port(), "test"), Clock::now() + 5s, "raw");
+  Fd raw =
+      connect_with_retry(resolve("127.0.0.1", server.port(), "test"), Clock::now() + 5s, "raw");
   std::string err;
   std::vector<uint8_t> hello(store_wire::kServerHelloBytes);
   ASSERT_TRUE(read_all(raw.get(), hello.data(), hello.size(), Clock::now() + 5s, "raw", err));
@@ -343,7 +344,8 @@ TEST(TcpStoreAdmission, ARawClientWithoutTheSecretReadsNothing) {
   TcpStoreServer server(resolve("127.0.0.1", 0, "test"), kSecret, LogLevel::none);
   TcpStore(resolve("127.0.0.1", server.port(), "test"), Clock::now() + 5s, kSecret)
       .set("tcp/token", bytes("sixteen-byte-tok"));
-  Fd raw = connect_with_retry(resolve("127.0.0.1", server.port(), "test"), Clock::now() + 5s, "raw");
+  Fd raw =
+      connect_with_retry(resolve("127.0.0.1", server.port(), "test"), Clock::now() + 5s, "raw");
   std::string err;
   std::vector<uint8_t> hello(store_wire::kServerHelloBytes);
   ASSERT_TRUE(read_all(raw.get(), hello.data(), hello.size(), Clock::now() + 5s, "raw", err));

@@ -1,8 +1,8 @@
 // The TcpStore server's protocol core, driven without sockets (as a fuzzer
 // drives it), and the keyed hash it admits clients by.
+#include "store/tcp_store_core.h"
 #include "net/socket.h"
 #include "store/store_auth.h"
-#include "store/tcp_store_core.h"
 
 #include <gtest/gtest.h>
 
@@ -25,7 +25,9 @@ std::string hex(const Mac& m) {
   return s;
 }
 
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
 
 // RFC 4231, test cases 1 and 2.
 TEST(StoreAuth, HmacSha256MatchesTheRfc4231Vectors) {
@@ -94,8 +96,9 @@ std::vector<Reply> replies(const std::vector<uint8_t>& out) {
   size_t pos = 0;
   while (pos + kResponseHeaderBytes <= out.size()) {
     const size_t len = get_u64(out.data() + pos + 1);
-    r.push_back({out[pos], std::string(out.begin() + static_cast<long>(pos + kResponseHeaderBytes),
-                                       out.begin() + static_cast<long>(pos + kResponseHeaderBytes + len))});
+    r.push_back(
+        {out[pos], std::string(out.begin() + static_cast<long>(pos + kResponseHeaderBytes),
+                               out.begin() + static_cast<long>(pos + kResponseHeaderBytes + len))});
     pos += kResponseHeaderBytes + len;
   }
   EXPECT_EQ(pos, out.size());
@@ -281,6 +284,7 @@ TEST(TcpStoreCore, AbortAnswersEveryWaiterAndEveryLaterRequest) {
   ASSERT_EQ(rb.size(), 1u);
   EXPECT_EQ(rb[0].status, status_aborted);
   EXPECT_EQ(rb[0].payload, "rank 1: bad value");
+  EXPECT_EQ(core.stats().told_of_abort, 2u);  // the aborter and the waiter
   core.receive(a, request(op_abort, "", bytes("second")), kT0);
   core.receive(a, request(op_set, "k", bytes("v")), kT0);
   const auto ra = replies(core.take_output(a));
@@ -289,6 +293,12 @@ TEST(TcpStoreCore, AbortAnswersEveryWaiterAndEveryLaterRequest) {
   EXPECT_EQ(ra[1].status, status_ok);
   EXPECT_EQ(ra[2].status, status_aborted);
   EXPECT_EQ(ra[2].payload, "rank 1: bad value");
+  // A client that arrives later is told at its first request, and counted once.
+  const auto late = admitted(core, "", 3);
+  core.receive(late, request(op_get, "k", {}), kT0);
+  core.receive(late, request(op_get, "k", {}), kT0);
+  EXPECT_EQ(replies(core.take_output(late)).size(), 2u);
+  EXPECT_EQ(core.stats().told_of_abort, 3u);
 }
 
 }  // namespace

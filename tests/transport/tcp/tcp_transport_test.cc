@@ -363,8 +363,8 @@ TEST_P(TcpDataPort, ListensOnThePublishedAddress) {
         std::vector<Fd> streams;
         Fd listen = tcp::connect_mesh(*ts.store(), r, 2, o, [&](Fd fd, int, uint32_t) {
           socklen_t len = sizeof(sockaddr_in);
-          ::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&connected_to[static_cast<size_t>(r)]),
-                        &len);
+          auto* peer = reinterpret_cast<sockaddr*>(&connected_to[static_cast<size_t>(r)]);
+          ::getpeername(fd.get(), peer, &len);
           streams.push_back(std::move(fd));
         });
         socklen_t len = sizeof(sockaddr_in);
