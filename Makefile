@@ -33,9 +33,12 @@ fuzz: deps
 	  -DCMAKE_CXX_FLAGS=-gline-tables-only -DCHORUS_FUZZ=ON -DCHORUS_FUZZ_SECONDS=$(FUZZ_SECONDS) > /dev/null
 	@cmake --build $(FUZZ_DIR) -j $(JOBS)
 
+# Both suites run, so that a failure in the first does not hide the second.
 test: build fuzz
-	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
-	@cd $(FUZZ_DIR) && ctest --output-on-failure -j $(JOBS)
+	@status=0; \
+	  (cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)) || status=1; \
+	  (cd $(FUZZ_DIR) && ctest --output-on-failure -j $(JOBS)) || status=1; \
+	  exit $$status
 
 demo: build
 	@$(BUILD_DIR)/tools/chorus-perf allreduce --ranks 4 --transport shm -b 8 -e 64M -a all
