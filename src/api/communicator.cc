@@ -106,6 +106,18 @@ void CommunicatorImpl::check_abort() {
   fail(ErrorCode::aborted, "rank ", rank_, ": aborted: ", reason);
 }
 
+void CommunicatorImpl::enter_call() {
+  if (broken_) std::rethrow_exception(broken_);
+  if (abort_requested_.load(std::memory_order_acquire)) {
+    try {
+      check_abort();
+    } catch (...) {
+      fail_all(std::current_exception());
+      throw;
+    }
+  }
+}
+
 void CommunicatorImpl::abort(std::string_view reason) {
   {
     std::lock_guard lock(abort_mu_);
@@ -221,15 +233,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
 
 std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) {
   CallGuard guard(call_state_);
-  if (broken_) std::rethrow_exception(broken_);
-  if (abort_requested_.load(std::memory_order_acquire)) {
-    try {
-      check_abort();
-    } catch (...) {
-      fail_all(std::current_exception());
-      throw;
-    }
-  }
+  enter_call();
   validate(call);
   static const CallOptions kDefaults;
   const CallOptions& options = call.options ? *call.options : kDefaults;
@@ -283,15 +287,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
     OpKind kind, const void* send, void* recv, size_t count, DataType type, int peer,
     const CallOptions& options) {
   CallGuard guard(call_state_);
-  if (broken_) std::rethrow_exception(broken_);
-  if (abort_requested_.load(std::memory_order_acquire)) {
-    try {
-      check_abort();
-    } catch (...) {
-      fail_all(std::current_exception());
-      throw;
-    }
-  }
+  enter_call();
   const bool sending = kind == OpKind::send;
   CHORUS_CHECK(sending || kind == OpKind::recv);
   const std::string_view what = sending ? "send to peer" : "recv from peer";

@@ -139,6 +139,9 @@ class CommunicatorImpl {
   void fail_all(std::exception_ptr error);
   // Throws Error(aborted) once abort() was asked for.
   void check_abort();
+  // At the start of a new call: rethrows the failure that broke the
+  // communicator, or fails it now if an abort was asked for.
+  void enter_call();
   // Held by the thread inside a call (submit, wait, test): `call_state_` is
   // 0 idle, 1 inside a call, 2 while abort() carries an abort out itself.
   class CallGuard {
