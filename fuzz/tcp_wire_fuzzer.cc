@@ -9,10 +9,12 @@
 //     aside), so decoding keeps every field;
 //   - a handshake passes handshake_problem only with this job's magic,
 //     version, token and size;
-//   - a header passes frame_problem only with the frame magic, a known kind
-//     and, for an abort, a reason of at most kMaxAbortReason bytes;
+//   - a header passes frame_problem only with the frame magic, a known kind,
+//     for an abort a reason of at most kMaxAbortReason bytes, and no payload
+//     on the other control frames;
 //   - a chunk that passes chunk_problem lies inside its message, on element
-//     boundaries.
+//     boundaries;
+//   - the header's call stamp, whatever its bytes, can be described.
 #include "transport/tcp/tcp_wire.h"
 
 #include <cstdint>
@@ -56,11 +58,17 @@ void check_frame(const uint8_t* b, size_t elem_size) {
   require(std::memcmp(again, expected, kHeaderBytes) == 0, "header encode(decode(b)) != b");
   if (frame_problem(h).empty()) {
     require(h.magic == kFrameMagic, "frame_problem accepted a bad magic");
-    require(h.kind == frame_data || h.kind == frame_abort || h.kind == frame_bye,
+    require(h.kind == frame_data || h.kind == frame_abort || h.kind == frame_bye ||
+                h.kind == frame_status_query || h.kind == frame_status,
             "frame_problem accepted an unknown kind");
+    require(h.kind == frame_data || h.kind == frame_abort || h.len == 0,
+            "frame_problem accepted a payload on a control frame");
     require(h.kind != frame_abort || h.len <= kMaxAbortReason,
             "frame_problem accepted an overlong abort reason");
   }
+  // The stamp off the wire is named in mismatch errors: any bytes must give
+  // words, not a crash.
+  require(!chorus::describe(h.stamp, "").empty(), "describe() of a stamp gave nothing");
   if (chunk_problem(h, elem_size).empty())
     require(h.offset <= h.total && h.len <= h.total - h.offset && h.offset % elem_size == 0 &&
                 h.len % elem_size == 0,

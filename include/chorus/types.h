@@ -52,6 +52,10 @@ struct CallOptions {
   // Deadline for the whole call; 0 means the communicator's default
   // (CHORUS_TIMEOUT, 300 s unless set).
   std::chrono::milliseconds timeout{0};
+  // Point-to-point only: a send and the receive it meets must carry the same
+  // tag (>= 0), or both raise ErrorCode::mismatch. Tags check, they do not
+  // reorder: the k-th send from a to b still meets the k-th receive at b.
+  int tag = 0;
 };
 
 }  // namespace chorus

@@ -56,6 +56,12 @@ struct Algorithm {
 
 // The registry's rows, in order.
 std::span<const Algorithm* const> registry_rows();
+
+// An algorithm's number in call stamps (core/call_stamp.h): 1 + its row.
+// Every rank runs the same registry, so the numbers agree across ranks.
+uint8_t algorithm_stamp_id(const Algorithm& algorithm);
+// The name of the algorithm a stamp names; "" for 0 or a number no row has.
+std::string_view algorithm_of_stamp_id(uint8_t id);
 // Every registered algorithm, as references: for (const Algorithm& a : all_algorithms()).
 // A plain range rather than std::views::transform, which clang 14 (the
 // compiler of the fuzz build) cannot compile over libstdc++ 12's <ranges>.

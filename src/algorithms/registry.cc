@@ -5,6 +5,8 @@
 
 #include "core/check.h"
 
+#include <iterator>
+
 namespace chorus {
 
 // Each row names an Algorithm defined in its own file.
@@ -80,6 +82,19 @@ void append_average(Program& program, const CollectiveSpec& spec) {
 
 std::span<const Algorithm* const> registry_rows() {
   return kAlgorithms;
+}
+
+static_assert(std::size(kAlgorithms) < 255, "call stamps number the algorithms in one byte");
+
+uint8_t algorithm_stamp_id(const Algorithm& algorithm) {
+  for (size_t i = 0; i < std::size(kAlgorithms); ++i)
+    if (kAlgorithms[i] == &algorithm) return static_cast<uint8_t>(i + 1);
+  fail(ErrorCode::internal, "algorithm ", algorithm.name, " is not in the registry");
+}
+
+std::string_view algorithm_of_stamp_id(uint8_t id) {
+  if (id == 0 || id > std::size(kAlgorithms)) return {};
+  return kAlgorithms[id - 1]->name;
 }
 
 std::vector<const Algorithm*> algorithms_for(Collective collective) {

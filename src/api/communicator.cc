@@ -85,7 +85,9 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
       size_(transport_->size()),
       config_(std::move(config)),
       engine_(*transport_),
-      selector_(selector ? std::move(selector) : make_selector(*transport_, config_)) {
+      selector_(selector ? std::move(selector) : make_selector(*transport_, config_)),
+      sent_to_(static_cast<size_t>(size_), 0),
+      received_from_(static_cast<size_t>(size_), 0) {
   engine_.set_stop(&abort_requested_, [this] { check_abort(); });
 }
 
@@ -204,7 +206,7 @@ const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& s
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     const Algorithm& algo = choose(spec, options);
-    Plan plan{&algo, prepare(build_program(algo, spec))};
+    Plan plan{&algo, algorithm_stamp_id(algo), prepare(build_program(algo, spec))};
     if (plans_.size() >= kProgramCacheEntries) {
       plans_.clear();  // keep the cache bounded; entries are cheap to rebuild
       last_key_ = nullptr;
@@ -237,13 +239,20 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   validate(call);
   static const CallOptions kDefaults;
   const CallOptions& options = call.options ? *call.options : kDefaults;
-  auto work = new_work();
+  const bool reduces =
+      call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
+      call.collective == Collective::reduce;
   const bool empty = call.collective != Collective::barrier && call.count == 0;
   if (empty || (size() == 1 && call.collective == Collective::barrier)) {
+    // No message: a number all the same, so that the calls after it keep
+    // theirs on every rank.
+    begin_call(collective_stamp(++collective_seq_, call.collective, 0, call.type, reduces,
+                                call.op, call.count, call.root));
+    auto work = new_work();
     work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
     const Deadline now = Clock::now();
-    work->record = recorder_.start(to_string(call.collective), {}, call.type, call.op, call.count,
-                                   call.root, -1, now);
+    work->record = recorder_.start(collective_seq_, to_string(call.collective), {}, call.type,
+                                   call.op, call.count, call.root, -1, now);
     recorder_.finish(work->record, now);
     return work;
   }
@@ -256,15 +265,21 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
                       es,              call.root, config_.segment_bytes, average};
   const Plan& plan = plan_for(spec, options);
   const std::shared_ptr<const PreparedProgram>& program = plan.program;
+  const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
+                                           call.type, reduces, call.op, call.count, call.root);
+  begin_call(stamp);
+  auto work = new_work();
   work->scratch = pool_.take(program->program.scratch_count * es);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
   work->exec.restart(program, buffers, call.type, call.op,
-                     CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max());
+                     CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max(),
+                     stamp);
   const bool rooted = call.collective == Collective::broadcast || call.collective == Collective::reduce;
   auto record = [&](Deadline now) {
-    work->record = recorder_.start(to_string(call.collective), plan.algorithm->name, call.type,
-                                   call.op, call.count, rooted ? call.root : -1, -1, now);
+    work->record = recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name,
+                                   call.type, call.op, call.count, rooted ? call.root : -1, -1,
+                                   now);
   };
   try {
     // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
@@ -299,6 +314,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
   if (peer == rank()) fail(ErrorCode::invalid_argument, where, "peer is this rank itself");
   if (options.timeout.count() < 0)
     fail(ErrorCode::invalid_argument, where, "negative timeout ", options.timeout.count(), " ms");
+  if (options.tag < 0) fail(ErrorCode::invalid_argument, where, "negative tag ", options.tag);
   checked_mul(count, dtype_size(type), "message size");
   if (count > 0 && (sending ? send == nullptr : recv == nullptr))
     fail(ErrorCode::invalid_argument, where, "buffer is null with count ", count);
@@ -309,12 +325,15 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
     p2p_programs_.clear();  // keep the cache bounded; entries are cheap to rebuild
   auto& cached = p2p_programs_[key];
   if (!cached) cached = prepare(point_to_point_program(kind, peer, count));
+  uint32_t& number = (sending ? sent_to_ : received_from_)[static_cast<size_t>(peer)];
+  const CallStamp stamp = point_to_point_stamp(++number, type, count, options.tag);
+  begin_call(stamp);
   auto work = new_work();
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   const Deadline now = Clock::now();
   work->exec.restart(cached, ExecBuffers{send, recv, nullptr}, type, ReduceOp::sum,
-                     CallLabel{what, {}, peer}, deadline_after(timeout, now));
-  work->record = recorder_.start(what, {}, type, ReduceOp::sum, count, -1, peer, now);
+                     CallLabel{what, {}, peer}, deadline_after(timeout, now), stamp);
+  work->record = recorder_.start(stamp.seq, what, {}, type, ReduceOp::sum, count, -1, peer, now);
   outstanding_.push_back(work);
   try {
     engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
@@ -346,10 +365,38 @@ void CommunicatorImpl::retire_done() {
   outstanding_.resize(keep);
 }
 
+void CommunicatorImpl::begin_call(const CallStamp& stamp) {
+  try {
+    transport_->begin_call(stamp);
+  } catch (...) {
+    fail_all(std::current_exception());
+    std::rethrow_exception(broken_);
+  }
+}
+
+std::exception_ptr CommunicatorImpl::explain(std::exception_ptr error) const {
+  try {
+    std::rethrow_exception(error);
+  } catch (const StampMismatch& m) {
+    auto name = [](const CallStamp& s) { return algorithm_of_stamp_id(s.algorithm); };
+    return std::make_exception_ptr(
+        Error(ErrorCode::mismatch,
+              str_cat("rank ", rank_, ": mismatched calls: ",
+                      describe_mismatch(m.peer, m.theirs, name(m.theirs), m.rank, m.mine,
+                                        name(m.mine)))));
+  } catch (...) {
+    return error;
+  }
+}
+
 void CommunicatorImpl::fail_all(std::exception_ptr error) {
+  error = explain(std::move(error));
   broken_ = error;
   try {
     std::rethrow_exception(error);
+  } catch (const PeerAborted& e) {
+    // Pass the origin on, not this rank's echo of it.
+    transport_->abort(e.code(), e.origin);
   } catch (const Error& e) {
     transport_->abort(e.code(), e.what());
   } catch (const std::exception& e) {

@@ -122,6 +122,7 @@ class CommunicatorImpl {
   // What runs a call: its algorithm and prepared Program.
   struct Plan {
     const Algorithm* algorithm = nullptr;
+    uint8_t stamp_id = 0;  // the algorithm in call stamps (algorithm_stamp_id)
     std::shared_ptr<const PreparedProgram> program;
   };
   // Everything the choice and the Program depend on besides the fixed config
@@ -137,6 +138,12 @@ class CommunicatorImpl {
   };
   const Plan& plan_for(const CollectiveSpec& spec, const CallOptions& options);
   void fail_all(std::exception_ptr error);
+  // Enters call `stamp` on the transport (which raises a peer's abort);
+  // fails the communicator on an error.
+  void begin_call(const CallStamp& stamp);
+  // A transport's StampMismatch in words with the algorithms' names; any
+  // other error as it is.
+  std::exception_ptr explain(std::exception_ptr error) const;
   // Throws Error(aborted) once abort() was asked for.
   void check_abort();
   // At the start of a new call: rethrows the failure that broke the
@@ -171,6 +178,11 @@ class CommunicatorImpl {
   ScratchPool pool_;
   std::vector<std::shared_ptr<WorkState>> outstanding_;
   std::exception_ptr broken_;  // set once a call failed: the communicator is unusable
+  // Call numbering for the stamps: collective calls on this communicator,
+  // and point-to-point messages per peer and direction.
+  uint32_t collective_seq_ = 0;
+  std::vector<uint32_t> sent_to_;
+  std::vector<uint32_t> received_from_;
   FlightRecorder recorder_;
   std::atomic<int> call_state_{0};
   std::atomic<bool> abort_requested_{false};

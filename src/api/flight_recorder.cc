@@ -30,6 +30,7 @@ std::string FlightRecorder::to_json(int rank, int size, std::string_view transpo
   for (uint64_t seq = first; seq < next_; ++seq) {
     const Entry& e = ring_[seq % kFlightRecorderCalls];
     nlohmann::json j = {{"seq", e.seq},
+                        {"number", e.number},
                         {"call", std::string(e.call)},
                         {"algorithm", std::string(e.algorithm)},
                         {"dtype", std::string(to_string(e.type))},

@@ -3,7 +3,9 @@
 // stall inspector).
 //
 // Every call (collective or point-to-point) takes one entry of a ring of
-// kFlightRecorderCalls: its sequence number on the communicator, its shape
+// kFlightRecorderCalls: its sequence number among this rank's calls, the
+// number its stamp carries (a collective's call number on the communicator,
+// as errors cite it, or a point-to-point message's number on its pair), its shape
 // (collective, algorithm, dtype, op, count, root or peer), start and end
 // times, its state (running, done, failed) and, once it failed, the error
 // and the ops it was still waiting for. Recording a call costs a few stores;
@@ -14,7 +16,7 @@
 // DIR/chorus-flight-rank<R>.json (one file per rank, replaced each time).
 //
 //   {"rank": 1, "size": 4, "transport": "shm", "calls": [
-//     {"seq": 17, "call": "broadcast", "algorithm": "binomial", "dtype": "float32",
+//     {"seq": 17, "number": 17, "call": "broadcast", "algorithm": "binomial", "dtype": "float32",
 //      "op": "sum", "count": 1000, "root": 1, "peer": -1, "state": "failed",
 //      "start_us": 1234.5, "end_us": 5678.9,
 //      "error": "rank 1: broadcast(binomial): timeout ...", "pending": "recv from peer 0 ..."}]}
@@ -41,6 +43,7 @@ class FlightRecorder {
 
   struct Entry {
     uint64_t seq = 0;
+    uint32_t number = 0;         // the call stamp's number (core/call_stamp.h)
     std::string_view call;       // "allreduce", "send to peer", ...
     std::string_view algorithm;  // empty for point-to-point
     DataType type = DataType::float32;
@@ -59,10 +62,11 @@ class FlightRecorder {
 
   // Records the start of a call and returns its sequence number (its handle
   // for finish() and fail()).
-  uint64_t start(std::string_view call, std::string_view algorithm, DataType type, ReduceOp op,
-                 size_t count, int root, int peer, Deadline now) {
+  uint64_t start(uint32_t number, std::string_view call, std::string_view algorithm,
+                 DataType type, ReduceOp op, size_t count, int root, int peer, Deadline now) {
     Entry& e = ring_[next_ % kFlightRecorderCalls];
     e.seq = next_;
+    e.number = number;
     e.call = call;
     e.algorithm = algorithm;
     e.type = type;

@@ -35,11 +35,16 @@ class BootstrappedTransport final : public Transport {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string_view name() const override { return inner_->name(); }
-  RequestId isend(int peer, const void* data, size_t bytes) override {
-    return inner_->isend(peer, data, bytes);
+  RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
+    return inner_->isend(peer, data, bytes, stamp);
   }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
-    return inner_->irecv(peer, dst, bytes, reducer);
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
+                  const CallStamp& stamp) override {
+    return inner_->irecv(peer, dst, bytes, reducer, stamp);
+  }
+  void begin_call(const CallStamp& stamp) override { inner_->begin_call(stamp); }
+  std::vector<PeerProgress> peer_progress(Deadline deadline) override {
+    return inner_->peer_progress(deadline);
   }
   void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
     inner_->wait_some(done, deadline);

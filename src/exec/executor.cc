@@ -11,6 +11,8 @@ namespace chorus {
 namespace {
 // Holes at the front of the in-flight list that make it worth compacting.
 constexpr size_t kCompactAfter = 64;
+// How long a timed-out call waits for its peers' answers to a stall report.
+constexpr auto kStallReportWait = std::chrono::milliseconds(250);
 }  // namespace
 
 std::string CallLabel::str() const {
@@ -43,12 +45,15 @@ std::shared_ptr<const PreparedProgram> prepare(Program program) {
 }
 
 Execution::Execution(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers,
-                     DataType type, ReduceOp op, CallLabel label, Deadline deadline) {
-  restart(std::move(program), buffers, type, op, label, deadline);
+                     DataType type, ReduceOp op, CallLabel label, Deadline deadline,
+                     const CallStamp& stamp) {
+  restart(std::move(program), buffers, type, op, label, deadline, stamp);
 }
 
 void Execution::restart(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers,
-                        DataType type, ReduceOp op, CallLabel label, Deadline deadline) {
+                        DataType type, ReduceOp op, CallLabel label, Deadline deadline,
+                        const CallStamp& stamp) {
+  stamp_ = stamp;
   prepared_ = std::move(program);
   program_ = &prepared_->program;
   buffers_ = buffers;
@@ -160,12 +165,12 @@ void Engine::pump_peer(int peer, bool sends) {
     const Op& o = e.program_->ops[p.op];
     RequestId id;
     if (sends) {
-      id = transport_.isend(peer, e.address(o.src), o.src.count * e.elem_size_);
+      id = transport_.isend(peer, e.address(o.src), o.src.count * e.elem_size_, e.stamp_);
     } else {
       // Transports copy the Reducer, so one on the stack is enough.
       const Reducer red{e.type_, e.op_, o.kind == OpKind::recv_reduce ? e.address(o.src) : nullptr};
       id = transport_.irecv(peer, e.address(o.dst), o.dst.count * e.elem_size_,
-                            o.kind == OpKind::recv_reduce ? &red : nullptr);
+                            o.kind == OpKind::recv_reduce ? &red : nullptr, e.stamp_);
     }
     track(id, p);
   }
@@ -228,7 +233,35 @@ void Engine::poll() {
 
 void Engine::timed_out(const Execution& e) {
   fail(ErrorCode::timeout, "rank ", rank_, ": ", e.context(), ": timeout over ", transport_.name(),
-       " waiting for ", e.pending_summary());
+       " waiting for ", e.pending_summary(), ". ", stall_report(e));
+}
+
+std::string Engine::stall_report(const Execution& e) {
+  const CallStamp& mine = e.stamp_;
+  if (mine.kind == 0) return {};
+  const bool p2p = mine.point_to_point();
+  std::string behind;
+  int answering = 0;
+  for (const PeerProgress& p : transport_.peer_progress(Clock::now() + kStallReportWait)) {
+    const bool not_entered = !p2p && p.last.kind != 0 && p.collectives_entered < mine.seq;
+    if (p.responsive && !not_entered) {
+      ++answering;
+      continue;
+    }
+    std::string what;
+    if (not_entered) what = str_cat("has not entered call ", mine.seq);
+    if (!p.responsive)
+      what += str_cat(what.empty() ? "" : " and ", p.note.empty() ? "does not answer" : p.note);
+    if (p.last.kind != 0)
+      what += str_cat("; its last call: ", p.last.point_to_point() ? "point-to-point message " : "call ",
+                      p.last.seq, ", ", describe(p.last, ""));
+    behind += str_cat(behind.empty() ? "" : "; ", "rank ", p.rank, " ", what);
+  }
+  const std::string call = p2p ? str_cat("message ", mine.seq) : str_cat("call ", mine.seq);
+  if (behind.empty())
+    return str_cat("Stall report for ", call, ": every peer has entered it and answers");
+  return str_cat("Stall report for ", call, ": ", behind, " (", answering,
+                 answering == 1 ? " other peer answers)" : " other peers answer)");
 }
 
 void Engine::wait(const Execution& exec) {

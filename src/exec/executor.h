@@ -52,18 +52,21 @@ class Execution {
  public:
   // An execution of no program: done at once; restart() gives it one.
   Execution() = default;
+  // `stamp`: the call's fingerprint, carried by every message it sends and
+  // expected on every message it receives (core/call_stamp.h).
   Execution(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers, DataType type,
-            ReduceOp op, CallLabel label, Deadline deadline);
+            ReduceOp op, CallLabel label, Deadline deadline, const CallStamp& stamp = {});
   // Makes this a fresh execution of `program`, reusing the per-op arrays of
   // the previous one (a communicator recycles its executions, so that a call
   // allocates nothing). Only while no Engine runs it.
   void restart(std::shared_ptr<const PreparedProgram> program, ExecBuffers buffers, DataType type,
-               ReduceOp op, CallLabel label, Deadline deadline);
+               ReduceOp op, CallLabel label, Deadline deadline, const CallStamp& stamp = {});
 
   bool done() const { return remaining_ == 0; }
   // "allreduce(ring)", for messages.
   std::string context() const { return label_.str(); }
   Deadline deadline() const { return deadline_; }
+  const CallStamp& stamp() const { return stamp_; }
   // The deadline may be set after enqueue: the clock read is then off the
   // path to the first message.
   void set_deadline(Deadline deadline) { deadline_ = deadline; }
@@ -84,6 +87,7 @@ class Execution {
   size_t elem_size_ = 0;
   CallLabel label_;
   Deadline deadline_{};
+  CallStamp stamp_;
   std::vector<uint32_t> missing_deps_;  // per op
   std::vector<uint8_t> state_;          // per op: kReady (deps done, not started), kFinished
   size_t remaining_ = 0;
@@ -122,6 +126,8 @@ class Engine {
   void track(RequestId id, Pending pending);
   Pending untrack(RequestId id);
   [[noreturn]] void timed_out(const Execution& e);
+  // Which peers are behind `e`, in words (asks the transport).
+  std::string stall_report(const Execution& e);
 
   Transport& transport_;
   const std::atomic<bool>* stop_ = nullptr;

@@ -16,8 +16,21 @@
 //     with nothing); it throws Error(peer_failure) when a peer is lost or has
 //     failed, naming that peer.
 //   - Zero-byte messages are real messages (they order and synchronize).
+//   - Every message carries the CallStamp of the call that sent it, and the
+//     receive it meets names the stamp of its own call. A receive that meets
+//     a message with another stamp throws StampMismatch before any byte of it
+//     lands (core/call_stamp.h).
+//   - begin_call() runs at the start of every call: it publishes which call
+//     this rank is in (for the stall reports of peers that wait for it) and
+//     throws the failure of any peer that has aborted, so that a rank learns
+//     of a failure at its next call at the latest, even from a peer it does
+//     not exchange messages with.
+//   - A rank that waits without progress compares its call with the calls
+//     its peers published, and throws StampMismatch when one is in the same
+//     collective call with another stamp (calls_disagree).
 #pragma once
 
+#include "core/call_stamp.h"
 #include "core/deadline.h"
 
 #include <chorus/error.h>
@@ -40,6 +53,49 @@ struct Reducer {
 
 using RequestId = uint64_t;
 
+// A message met a receive of another call. Thrown by the receiving transport;
+// the communicator words it with the algorithms' names (api/).
+class StampMismatch : public Error {
+ public:
+  StampMismatch(int receiver, int sender, const CallStamp& expected, const CallStamp& sent);
+  int rank;            // the receiving rank
+  int peer;            // the sender
+  CallStamp mine;      // the receive's call
+  CallStamp theirs;    // the message's call
+};
+
+// A peer aborted or failed and told this rank why. `origin` is the peer's own
+// reason, unchanged: a rank that passes the failure on passes `origin`, so
+// that every rank names the rank where it began, not the neighbour that
+// brought the news.
+class PeerAborted : public Error {
+ public:
+  PeerAborted(ErrorCode code, const std::string& message, std::string origin_reason)
+      : Error(code, message), origin(std::move(origin_reason)) {}
+  std::string origin;
+};
+
+// Whether two ranks' current calls show that they disagree: both in
+// collective call k, with different stamps. (A waiting rank compares its own
+// call with what its peers published: calls that send nothing the other
+// side receives -- two roots of one broadcast, two algorithms whose first
+// steps pair different ranks -- would otherwise only deadlock.)
+inline bool calls_disagree(const CallStamp& mine, const CallStamp& theirs) {
+  return mine.kind != 0 && theirs.kind != 0 && !mine.point_to_point() &&
+         !theirs.point_to_point() && mine.seq == theirs.seq && mine != theirs;
+}
+
+// What this rank can tell of a peer when a call stalls (stall reports).
+struct PeerProgress {
+  int rank = -1;
+  // The peer showed a sign of life just now (it answered, or it is polling
+  // its transport).
+  bool responsive = false;
+  uint32_t collectives_entered = 0;  // the number of its last collective call
+  CallStamp last;                    // its last call (seq 0: none yet)
+  std::string note;                  // "exited", "silent for 4.8 s", ...
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -49,10 +105,22 @@ class Transport {
   // Short name for messages and logs: "inproc", "shm", "tcp".
   virtual std::string_view name() const = 0;
 
-  virtual RequestId isend(int peer, const void* data, size_t bytes) = 0;
+  // `stamp`: the call the message belongs to (the zero stamp outside calls).
+  virtual RequestId isend(int peer, const void* data, size_t bytes,
+                          const CallStamp& stamp = {}) = 0;
   // reducer == nullptr: plain receive into dst. The Reducer is copied: it need
-  // not outlive the call (its `local` buffer must, like dst).
-  virtual RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) = 0;
+  // not outlive the call (its `local` buffer must, like dst). The message
+  // must carry `stamp`.
+  virtual RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
+                          const CallStamp& stamp = {}) = 0;
+
+  // This rank enters the call `stamp`. Throws the failure of a peer that
+  // aborted. Cheap: no system call on shm.
+  virtual void begin_call(const CallStamp& stamp) = 0;
+
+  // Where every peer is, for a stall report; may take until `deadline` to
+  // ask the peers.
+  virtual std::vector<PeerProgress> peer_progress(Deadline deadline) = 0;
 
   // Appends completed request ids to `done`. Blocks until at least one request
   // completes or `deadline` passes.

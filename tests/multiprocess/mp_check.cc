@@ -13,6 +13,15 @@
 //                            "SURVIVORS OK" once all of them have
 //   mp_check timeout         rank 1 joins an AllReduce late; rank 0 must get
 //                            Error(timeout) naming itself and the collective
+//   mp_check stop            rank N-1 stops itself (SIGSTOP) before its fifth
+//                            AllReduce; every other rank's call must fail
+//                            with an error that names rank N-1 as the one
+//                            behind; rank 0 then continues it (SIGCONT) and
+//                            prints "STOP OK" once every survivor's error did
+//   mp_check mismatch        every scenario of tests/support/mismatch.h, each
+//                            on a new communicator; rank 0 prints
+//                            "MISMATCH OK" when it saw no problem (each rank
+//                            checks itself and exits 1 on a problem)
 //   mp_check init            init_from_env() and a barrier, then "INIT OK";
 //                            with MP_CHECK_SET=key=value in its environment a
 //                            rank first sets key to value in the store (to
@@ -23,6 +32,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "support/grid.h"
+#include "support/mismatch.h"
 
 #include <chorus/chorus.h>
 
@@ -246,6 +256,79 @@ int run_abort_mode() {
   return 0;
 }
 
+int run_stop_mode() {
+  const BootstrapEnv env = read_bootstrap_env();
+  Communicator comm = init_from_env();
+  OpenedStore store =
+      open_store(env.store, false, Clock::now() + std::chrono::seconds(30), Config::from_env());
+  const int n = comm.size();
+  const int victim = n - 1;
+  std::vector<float> v(1024, 1.0f);
+  CallOptions o;
+  o.timeout = std::chrono::seconds(2);
+  if (comm.rank() == victim) {
+    const std::string pid = std::to_string(::getpid());
+    store.store->set("stop_test/pid", std::vector<uint8_t>(pid.begin(), pid.end()));
+  }
+  for (int call = 1; call <= 4; ++call)
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max, o);
+  if (comm.rank() == victim) {
+    ::raise(SIGSTOP);  // until rank 0 continues it
+    try {
+      comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max, o);
+    } catch (const Error& e) {
+      std::printf("rank %d (continued): %s\n", comm.rank(), e.what());
+    }
+    return 0;
+  }
+  bool good = false;
+  try {
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max, o);
+    std::printf("rank %d: no error although rank %d is stopped\n", comm.rank(), victim);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    const std::string who = "rank " + std::to_string(victim);
+    good = msg.find(who + " has not") != std::string::npos ||
+           msg.find(who + " does not answer") != std::string::npos;
+    std::printf("rank %d: %s: %s\n", comm.rank(), std::string(to_string(e.code())).c_str(),
+                msg.c_str());
+  }
+  store.store->add("stop_test/survivors", 1);
+  if (good) store.store->add("stop_test/named", 1);
+  if (comm.rank() != 0) return good ? 0 : 1;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (store.store->add("stop_test/survivors", 0) < n - 1 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto pid_bytes = store.store->get("stop_test/pid", deadline);
+  ::kill(std::stoi(std::string(pid_bytes.begin(), pid_bytes.end())), SIGCONT);
+  const int64_t named = store.store->add("stop_test/named", 0);
+  if (named == n - 1) std::printf("STOP OK %d of %d survivors named rank %d\n", n - 1, n - 1, victim);
+  return named == n - 1 ? 0 : 1;
+}
+
+int run_mismatch_mode() {
+  bool ok = true;
+  for (const std::string& kind : testing::mismatch_kinds()) {
+    Communicator comm = init_from_env();
+    // Every rank has its communicator before any makes the mismatched call
+    // (a rank still creating its own would fail there, which is right, but
+    // not this check). A rank still in the barrier when a fast one finds the
+    // mismatch may fail there already: then both its calls below must
+    // raise mismatch too.
+    try {
+      comm.barrier();
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::mismatch) throw;
+    }
+    const std::string problems = testing::run_mismatch_case(comm, kind);
+    std::printf("rank %d: mismatch %s (N=%d): %s\n", comm.rank(), kind.c_str(), comm.size(),
+                problems.empty() ? "ok" : problems.c_str());
+    ok &= problems.empty();
+  }
+  if (ok && read_bootstrap_env().rank == 0) std::printf("MISMATCH OK\n");
+  return ok ? 0 : 1;
+}
+
 int run_init_mode() {
   if (auto kv = env_var("MP_CHECK_SET")) {
     const size_t eq = kv->find('=');
@@ -273,8 +356,10 @@ int main(int argc, char** argv) {
     if (mode == "timeout") return chorus::run_timeout_mode();
     if (mode == "abort") return chorus::run_abort_mode();
     if (mode == "init") return chorus::run_init_mode();
+    if (mode == "mismatch") return chorus::run_mismatch_mode();
+    if (mode == "stop") return chorus::run_stop_mode();
     std::fprintf(stderr,
-                 "usage: mp_check grid [--small] | allreduce | kill | timeout | abort | init\n");
+                 "usage: mp_check grid [--small] | allreduce | kill | timeout | abort | init | mismatch | stop\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());

@@ -23,19 +23,38 @@ class CompositeTransport final : public Transport {
   int size() const override { return size_; }
   std::string_view name() const override { return "shm+tcp"; }
 
-  RequestId isend(int peer, const void* data, size_t bytes) override {
+  RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     const int local = local_[static_cast<size_t>(peer)];
-    if (local >= 0) return shm_->isend(local, data, bytes) << 1;
-    return (tcp_->isend(peer, data, bytes) << 1) | 1;
+    if (local >= 0) return shm_call([&] { return shm_->isend(local, data, bytes, stamp) << 1; });
+    return (tcp_->isend(peer, data, bytes, stamp) << 1) | 1;
   }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
+                  const CallStamp& stamp) override {
     const int local = local_[static_cast<size_t>(peer)];
-    if (local >= 0) return shm_->irecv(local, dst, bytes, reducer) << 1;
-    return (tcp_->irecv(peer, dst, bytes, reducer) << 1) | 1;
+    if (local >= 0)
+      return shm_call([&] { return shm_->irecv(local, dst, bytes, reducer, stamp) << 1; });
+    return (tcp_->irecv(peer, dst, bytes, reducer, stamp) << 1) | 1;
   }
   void poll(std::vector<RequestId>& done) override {
     take(*shm_, 0, done, nullptr);
     take(*tcp_, 1, done, nullptr);
+  }
+  void begin_call(const CallStamp& stamp) override {
+    shm_call([&] {
+      shm_->begin_call(stamp);
+      return 0;
+    });
+    tcp_->begin_call(stamp);
+  }
+  std::vector<PeerProgress> peer_progress(Deadline deadline) override {
+    std::vector<PeerProgress> out = tcp_->peer_progress(deadline);
+    for (PeerProgress p : shm_->peer_progress(deadline)) {
+      p.rank = global_of(p.rank);
+      out.push_back(std::move(p));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const PeerProgress& a, const PeerProgress& b) { return a.rank < b.rank; });
+    return out;
   }
   void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
     const size_t before = done.size();
@@ -67,9 +86,31 @@ class CompositeTransport final : public Transport {
 
   void take(Transport& t, RequestId tag, std::vector<RequestId>& done, const Deadline* until) {
     scratch_.clear();
-    if (until) t.wait_some(scratch_, *until);
-    else t.poll(scratch_);
+    auto run = [&] {
+      if (until) t.wait_some(scratch_, *until);
+      else t.poll(scratch_);
+      return 0;
+    };
+    if (tag == 0) shm_call(run);
+    else run();
     for (RequestId id : scratch_) done.push_back((id << 1) | tag);
+  }
+
+  int global_of(int local) const {
+    for (size_t g = 0; g < local_.size(); ++g)
+      if (local_[g] == local) return static_cast<int>(g);
+    return -1;
+  }
+
+  // The shm transport speaks of ranks of its own group: a mismatch it finds
+  // is restated with the job's ranks.
+  template <typename F>
+  auto shm_call(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const StampMismatch& m) {
+      throw StampMismatch(global_of(m.rank), global_of(m.peer), m.mine, m.theirs);
+    }
   }
 
   int rank_;

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -20,12 +21,14 @@ struct PendingSend {
   RequestId id;
   const void* data;
   size_t bytes;
+  CallStamp stamp;
 };
 struct PendingRecv {
   RequestId id;
   void* dst;
   size_t bytes;
   std::optional<Reducer> reducer;
+  CallStamp stamp;
 };
 
 // Messages of one ordered pair (src -> dst), matched in FIFO order.
@@ -37,7 +40,7 @@ struct Channel {
 
 struct Completion {
   RequestId id;
-  std::string error;  // empty on success
+  std::exception_ptr error;  // null on success
 };
 
 // Completion queue of one rank.
@@ -53,6 +56,10 @@ struct Mailbox {
   // channel). A rank that withdraws waits for these to finish before its
   // buffers may go away.
   std::atomic<int> borrowed{0};
+  // Where the rank is, for the stall reports of its peers.
+  std::mutex state_mu;
+  CallStamp last;
+  uint32_t collectives = 0;
 };
 
 }  // namespace
@@ -73,7 +80,7 @@ class InprocWorld {
   }
   Mailbox& box(int rank) { return boxes_[static_cast<size_t>(rank)]; }
 
-  void complete(int rank, RequestId id, std::string error = {}) {
+  void complete(int rank, RequestId id, std::exception_ptr error = nullptr) {
     Mailbox& b = box(rank);
     {
       std::lock_guard lock(b.mu);
@@ -107,16 +114,37 @@ class InprocWorld {
     exited_[static_cast<size_t>(rank)].store(true, std::memory_order_release);
     notify_all();
   }
+  bool has_exited(int rank) const {
+    return exited_[static_cast<size_t>(rank)].load(std::memory_order_acquire);
+  }
 
-  // Throws when another rank failed, or when a peer this rank waits for is gone.
+  // Throws when another rank failed, when a peer is in this rank's call with
+  // another stamp, or when a peer this rank waits for is gone.
   void check_peers(int self) {
     if (failed_.load(std::memory_order_acquire)) {
       std::lock_guard lock(fail_mu_);
       if (failed_rank_ != self)
-        fail_with(peer_code(fail_cause_), "rank ", self, ": peer ", failed_rank_, " ",
-                  peer_verb(fail_cause_), ": ", fail_reason_);
+        throw PeerAborted(peer_code(fail_cause_),
+                          str_cat("rank ", self, ": peer ", failed_rank_, " ",
+                                  peer_verb(fail_cause_), ": ", fail_reason_),
+                          fail_reason_);
     }
     Mailbox& b = box(self);
+    CallStamp mine;
+    {
+      std::lock_guard lock(b.state_mu);
+      mine = b.last;
+    }
+    for (int p = 0; p < n_; ++p) {
+      if (p == self) continue;
+      Mailbox& other = box(p);
+      CallStamp theirs;
+      {
+        std::lock_guard lock(other.state_mu);
+        theirs = other.last;
+      }
+      if (calls_disagree(mine, theirs)) throw StampMismatch(self, p, mine, theirs);
+    }
     for (int p = 0; p < n_; ++p)
       if (b.waiting_on[static_cast<size_t>(p)] > 0 &&
           exited_[static_cast<size_t>(p)].load(std::memory_order_acquire))
@@ -152,7 +180,7 @@ class InprocTransport final : public Transport {
   int size() const override { return world_->size(); }
   std::string_view name() const override { return "inproc"; }
 
-  RequestId isend(int peer, const void* data, size_t bytes) override {
+  RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     check_peer(peer);
     const RequestId id = next_id_++;
     Channel& ch = world_->channel(rank_, peer);
@@ -160,7 +188,7 @@ class InprocTransport final : public Transport {
     if (ch.recvs.empty()) {
       // Tracked before the peer can see it, so its completion always finds it.
       track(peer, id);
-      ch.sends.push_back({id, data, bytes});
+      ch.sends.push_back({id, data, bytes, stamp});
       return id;
     }
     PendingRecv r = std::move(ch.recvs.front());
@@ -168,15 +196,17 @@ class InprocTransport final : public Transport {
     Mailbox& owner = world_->box(peer);
     owner.borrowed.fetch_add(1, std::memory_order_acq_rel);  // under the lock: see withdraw()
     lock.unlock();
-    deliver(rank_, id, data, bytes, peer, r);
+    deliver(rank_, PendingSend{id, data, bytes, stamp}, peer, r);
     owner.borrowed.fetch_sub(1, std::memory_order_acq_rel);
     return id;
   }
 
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
+                  const CallStamp& stamp) override {
     check_peer(peer);
     const RequestId id = next_id_++;
-    PendingRecv r{id, dst, bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt};
+    PendingRecv r{id, dst, bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt,
+                  stamp};
     Channel& ch = world_->channel(peer, rank_);
     std::unique_lock lock(ch.mu);
     if (ch.sends.empty()) {
@@ -189,9 +219,39 @@ class InprocTransport final : public Transport {
     Mailbox& owner = world_->box(peer);
     owner.borrowed.fetch_add(1, std::memory_order_acq_rel);
     lock.unlock();
-    deliver(peer, s.id, s.data, s.bytes, rank_, r);
+    deliver(peer, s, rank_, r);
     owner.borrowed.fetch_sub(1, std::memory_order_acq_rel);
     return id;
+  }
+
+  void begin_call(const CallStamp& stamp) override {
+    Mailbox& b = world_->box(rank_);
+    {
+      std::lock_guard lock(b.state_mu);
+      b.last = stamp;
+      if (!stamp.point_to_point()) b.collectives = stamp.seq;
+    }
+    world_->check_peers(rank_);
+  }
+
+  std::vector<PeerProgress> peer_progress(Deadline) override {
+    std::vector<PeerProgress> out;
+    for (int p = 0; p < world_->size(); ++p) {
+      if (p == rank_) continue;
+      Mailbox& b = world_->box(p);
+      PeerProgress pp;
+      pp.rank = p;
+      {
+        std::lock_guard lock(b.state_mu);
+        pp.last = b.last;
+        pp.collectives_entered = b.collectives;
+      }
+      // Threads of one process: a peer is there unless it has returned.
+      pp.responsive = !world_->has_exited(p);
+      if (!pp.responsive) pp.note = "has returned from its rank function";
+      out.push_back(std::move(pp));
+    }
+    return out;
   }
 
   void poll(std::vector<RequestId>& done) override { drain(done); }
@@ -266,15 +326,24 @@ class InprocTransport final : public Transport {
     tracked_.emplace(id, peer);
   }
 
-  // Moves one message; runs on whichever thread completed the match.
-  void deliver(int src, RequestId send_id, const void* data, size_t send_bytes, int dst,
-               const PendingRecv& r) {
-    if (send_bytes != r.bytes) {
-      const std::string err = str_cat("message size mismatch between rank ", src, " (sends ",
-                                      send_bytes, " B) and rank ", dst, " (expects ", r.bytes,
-                                      " B)");
-      world_->complete(src, send_id, err);
-      world_->complete(dst, r.id, err);
+  // Moves one message; runs on whichever thread completed the match. A
+  // mismatch fails both sides, and no byte lands.
+  void deliver(int src, const PendingSend& s, int dst, const PendingRecv& r) {
+    const RequestId send_id = s.id;
+    const void* data = s.data;
+    const size_t send_bytes = s.bytes;
+    std::exception_ptr error;
+    if (s.stamp != r.stamp) {
+      error = std::make_exception_ptr(StampMismatch(dst, src, r.stamp, s.stamp));
+    } else if (send_bytes != r.bytes) {
+      error = std::make_exception_ptr(
+          Error(ErrorCode::mismatch, str_cat("message size mismatch between rank ", src,
+                                             " (sends ", send_bytes, " B) and rank ", dst,
+                                             " (expects ", r.bytes, " B)")));
+    }
+    if (error) {
+      world_->complete(src, send_id, error);
+      world_->complete(dst, r.id, error);
       return;
     }
     if (send_bytes > 0) {
@@ -306,7 +375,7 @@ class InprocTransport final : public Transport {
       }
     }
     for (const Completion& c : got) {
-      if (!c.error.empty()) fail(ErrorCode::mismatch, "rank ", rank_, ": ", c.error);
+      if (c.error) std::rethrow_exception(c.error);
       done.push_back(c.id);
     }
   }

@@ -5,15 +5,16 @@
 // Rank R's segment holds everything other ranks write *to* R:
 //
 //   +----------------+  SegmentHeader: identity (magic, pid, geometry), R's
-//   | header         |  doorbell (futex word + "I sleep" flag) and R's
-//   +----------------+  abort/closed flags with the abort reason
+//   | header         |  doorbell (futex word + "I sleep" flag), R's
+//   +----------------+  abort/closed flags with the abort reason, and the
+//   |                |  call R is in (for its peers' stall reports)
 //   | FifoControl[0] |  one per sending rank S (entry R unused): the tail
 //   | FifoControl[1] |  index that R advances, on its own cache line, and
-//   | ...            |  R's report of a size mismatch
+//   | ...            |  R's report of a mismatched message
 //   +----------------+
 //   | slots of S=0   |  `slots` slots per sending rank (none for R itself);
-//   | slots of S=1   |  a slot is a 64-byte SlotHeader followed by
-//   | ...            |  `slot_bytes` of payload
+//   | slots of S=1   |  a slot is a 64-byte SlotHeader (with the sending
+//   | ...            |  call's stamp) followed by `slot_bytes` of payload
 //   +----------------+
 //
 // Slot indices count from the start of the FIFO (2^64 never wraps); index i
@@ -26,12 +27,14 @@
 // published (eager); only a cross-memory message waits for the tail.
 #pragma once
 
+#include "core/call_stamp.h"
 #include "core/fd.h"
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include <sys/types.h>
@@ -40,7 +43,7 @@ namespace chorus::shm {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr size_t kReasonBytes = 512;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -79,22 +82,31 @@ struct alignas(kCacheLine) SegmentHeader {
   alignas(kCacheLine) std::atomic<uint32_t> aborted{0};
   std::atomic<uint32_t> closed{0};
   char reason[kReasonBytes] = {};
+  // The call the owner is in: written by the owner only, read by peers only
+  // for a stall report, so the line stays in the owner's cache. `call_version`
+  // is odd while the owner rewrites the rest (a seqlock).
+  alignas(kCacheLine) std::atomic<uint32_t> call_version{0};
+  std::atomic<uint32_t> collectives{0};  // number of its last collective call
+  std::atomic<uint64_t> call[3] = {};    // its last call's CallStamp
+  std::atomic<int64_t> alive_ns{0};      // steady clock: when it last polled
 };
+static_assert(sizeof(CallStamp) == 3 * sizeof(uint64_t));
 
 // Control block of one FIFO (sender S -> owner R).
 struct FifoControl {
   // Slots consumed by the receiver (written by R only). The sender reads it to
   // find free slots and to learn that a cross-memory message was taken.
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
-  // A size mismatch found by the receiver: 1 + index of the first slot of the
-  // offending message (0: none), the byte count the sender sent and the one
-  // the receiver expected. Written before the receiver throws, read by the
-  // sender. On a line of its own: the sender polls error_slot at every isend,
+  // A mismatched message found by the receiver: 1 + index of the first slot
+  // of the offending message (0: none), the byte count the sender sent, the
+  // one the receiver expected and the stamp of the receiver's call. Written
+  // before the receiver throws, read by the sender. On a line of its own: the sender polls error_slot at every isend,
   // and a line the receiver never writes in normal operation stays in the
   // sender's cache, where the tail's line (written per message) would not.
   alignas(kCacheLine) std::atomic<uint64_t> error_slot{0};
   std::atomic<uint64_t> error_sent{0};
   std::atomic<uint64_t> error_expected{0};
+  std::atomic<uint64_t> error_stamp[3] = {};
 };
 
 enum class SlotKind : uint32_t {
@@ -102,21 +114,38 @@ enum class SlotKind : uint32_t {
   cross_memory = 2,  // payload stays in the sender: read it with process_vm_readv
 };
 
-inline constexpr size_t kSmallBytes = 24;
+inline constexpr size_t kSmallBytes = 16;
 
-// Written by the sender; `seq` last.
+// Written by the sender; `seq` last. The fragments of a message fill
+// consecutive slots in order, so the receiver counts their offsets itself.
 struct alignas(kCacheLine) SlotHeader {
   std::atomic<uint64_t> seq{0};  // 1 + slot index once published
   uint64_t message_bytes = 0;    // size of the whole message
-  uint64_t offset = 0;           // of this fragment within the message
-  uint64_t address = 0;          // sender's buffer (cross_memory)
   uint32_t fragment_bytes = 0;   // payload bytes in this slot (inline_data)
   SlotKind kind = SlotKind::inline_data;
+  CallStamp stamp;               // the call that sends the message
   // The payload of a message of at most kSmallBytes; larger fragments follow
-  // the header. 8-byte aligned, so any element type reduces from here.
+  // the header. 8-byte aligned, so any element type reduces from here. A
+  // cross_memory slot holds the address of the sender's buffer here instead.
   alignas(8) std::byte small[kSmallBytes] = {};
 };
 static_assert(sizeof(SlotHeader) == kCacheLine);
+
+// A CallStamp in three atomic words (shared-memory fields that another
+// process reads while this one may write them). Release stores and acquire
+// loads, so that a seqlock around them needs no fence (plain moves on x86).
+inline void store_stamp(std::atomic<uint64_t> (&words)[3], const CallStamp& stamp) {
+  uint64_t v[3];
+  std::memcpy(v, &stamp, sizeof v);
+  for (int i = 0; i < 3; ++i) words[i].store(v[i], std::memory_order_release);
+}
+inline CallStamp load_stamp(const std::atomic<uint64_t> (&words)[3]) {
+  uint64_t v[3];
+  for (int i = 0; i < 3; ++i) v[i] = words[i].load(std::memory_order_acquire);
+  CallStamp stamp;
+  std::memcpy(&stamp, v, sizeof v);
+  return stamp;
+}
 
 // Geometry shared by every segment of a group.
 struct Layout {

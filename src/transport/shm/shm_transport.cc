@@ -19,11 +19,14 @@
 //     cross-memory send completes when tail has passed its slot, because b
 //     reads src in place. Programs never rely on either: they do not assume a
 //     send completes before, or only after, its receive is posted.
-//   - On a size mismatch b records the message (and both sizes) in
+//   - Each slot carries the stamp of the sending call. b compares it (and
+//     the message size) with its receive's before it takes a byte; on a
+//     difference b records the message, both sizes and its own stamp in
 //     error_slot and throws. a throws mismatch too: at once when it still
 //     has sends pending to b, otherwise at its next isend to b or once it
 //     waits on anything (the slow path checks every peer's error_slot). An
-//     eager send that already completed is thus reported by a's next call.
+//     eager send that already completed is thus reported by a's next call,
+//     at the latest by its begin_call, which sees b's abort.
 //
 // Wake-ups: a rank that found nothing to do for `spin` announces it sleeps
 // (doorbell.sleeping = 1), makes one last progress pass, and futex-waits on
@@ -40,6 +43,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <new>
@@ -98,6 +102,7 @@ struct PendingSend {
   RequestId id;
   const std::byte* data;
   size_t bytes;
+  CallStamp stamp;
   bool cross_memory;
   size_t written = 0;        // payload bytes placed in slots (inline)
   bool all_written = false;  // every slot of the message is published
@@ -108,6 +113,7 @@ struct PendingRecv {
   RequestId id;
   std::byte* dst;
   size_t bytes;
+  CallStamp stamp;
   bool reduce;
   Reducer reducer;
   size_t received = 0;
@@ -161,13 +167,13 @@ class ShmTransport final : public Transport {
   int size() const override { return size_; }
   std::string_view name() const override { return "shm"; }
 
-  RequestId isend(int peer, const void* data, size_t bytes) override {
+  RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     Peer& p = peer_at(peer, "isend");
     // An eager send of an earlier call may have been refused by the peer.
     check_send_error(p);
     const RequestId id = next_id_++;
     const bool cma = cma_enabled_ && cma_threshold_ > 0 && bytes >= cma_threshold_;
-    p.sends.push_back(PendingSend{id, static_cast<const std::byte*>(data), bytes, cma});
+    p.sends.push_back(PendingSend{id, static_cast<const std::byte*>(data), bytes, stamp, cma});
     // A small message goes out now, not at the next progress pass: the peer
     // may be spinning on it. (It completes at that pass.)
     if (bytes <= kPublishInIsendBytes && p.first_unwritten + 1 == p.sends.size()) {
@@ -177,10 +183,11 @@ class ShmTransport final : public Transport {
     return id;
   }
 
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
+                  const CallStamp& stamp) override {
     Peer& p = peer_at(peer, "irecv");
     const RequestId id = next_id_++;
-    PendingRecv r{id, static_cast<std::byte*>(dst), bytes, reducer != nullptr,
+    PendingRecv r{id,     static_cast<std::byte*>(dst), bytes, stamp, reducer != nullptr,
                   reducer ? *reducer : Reducer{}};
     if (r.reduce && bytes % dtype_size(r.reducer.type) != 0)
       fail(ErrorCode::invalid_argument, "rank ", rank_, ": shm irecv from peer ", peer, ": ", bytes,
@@ -191,6 +198,47 @@ class ShmTransport final : public Transport {
 
   void poll(std::vector<RequestId>& done) override { progress(done); }
 
+  void begin_call(const CallStamp& stamp) override {
+    current_ = stamp;
+    if (own_ == nullptr) return;
+    const uint32_t v = own_->call_version.load(std::memory_order_relaxed);
+    own_->call_version.store(v + 1, std::memory_order_relaxed);
+    shm::store_stamp(own_->call, stamp);  // release: after the odd version
+    if (!stamp.point_to_point()) own_->collectives.store(stamp.seq, std::memory_order_release);
+    own_->call_version.store(v + 2, std::memory_order_release);
+    // A peer that aborted fails this call now, even one this call would not
+    // exchange a message with. (The flags' lines change only on abort, so
+    // these loads hit the cache.)
+    for (const Peer& p : peers_)
+      if (p.header != nullptr) check_not_aborted(p);
+  }
+
+  std::vector<PeerProgress> peer_progress(Deadline) override {
+    std::vector<PeerProgress> out;
+    const int64_t now = steady_ns();
+    for (const Peer& p : peers_) {
+      if (p.header == nullptr) continue;
+      PeerProgress pp;
+      pp.rank = p.rank;
+      read_call(p, pp.last, pp.collectives_entered);
+      const double silent =
+          static_cast<double>(now - p.header->alive_ns.load(std::memory_order_relaxed)) * 1e-9;
+      if (p.header->closed.load(std::memory_order_acquire) != 0) {
+        pp.note = "closed its transport";
+      } else if (shm::process_exited(p.pidfd, p.pid)) {
+        pp.note = str_cat("exited (pid ", p.pid, ")");
+      } else if (silent > 2 * std::chrono::duration<double>(kLivenessPeriod).count()) {
+        // A rank inside a call polls at least every kLivenessPeriod; one that
+        // does not is stopped, or busy outside chorus.
+        pp.note = str_cat("has not polled for ", fixed1(silent), " s (pid ", p.pid, ")");
+      } else {
+        pp.responsive = true;
+      }
+      out.push_back(std::move(pp));
+    }
+    return out;
+  }
+
   void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
     const size_t before = done.size();
     if (own_ == nullptr) {
@@ -198,6 +246,7 @@ class ShmTransport final : public Transport {
       std::this_thread::sleep_until(deadline);
       return;
     }
+    own_->alive_ns.store(steady_ns(), std::memory_order_relaxed);
     progress(done);
     if (done.size() > before || interrupted()) return;
 
@@ -257,6 +306,7 @@ class ShmTransport final : public Transport {
       const auto nap = std::min<Clock::duration>(deadline - now, kLivenessPeriod);
       shm::futex_wait(bell.seq, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(nap));
       bell.sleeping.store(0, std::memory_order_relaxed);
+      own_->alive_ns.store(steady_ns(), std::memory_order_relaxed);
       progress(done);
       if (done.size() > before || interrupted()) return;
     }
@@ -317,24 +367,22 @@ class ShmTransport final : public Transport {
       auto& h = *reinterpret_cast<SlotHeader*>(s);
       if (h.seq.load(std::memory_order_seq_cst) != p.in_tail + 1) return;
       PendingRecv& r = p.recvs.front();
-      if (r.received == 0 && h.offset == 0 && h.message_bytes != r.bytes) {
-        p.in->error_sent.store(h.message_bytes, std::memory_order_relaxed);
-        p.in->error_expected.store(r.bytes, std::memory_order_relaxed);
-        p.in->error_slot.store(p.in_tail + 1, std::memory_order_release);
-        p.touched = true;
-        ring_touched();
-        fail(ErrorCode::mismatch, "rank ", rank_, ": shm: message size mismatch: peer ", p.rank,
-             " sends ", h.message_bytes, " B, this rank expects ", r.bytes, " B");
-      }
+      // The first slot of a message: is it the message this receive expects?
+      if (r.received == 0 && (h.stamp != r.stamp || h.message_bytes != r.bytes))
+        refuse(p, r, h);
       if (h.kind == SlotKind::cross_memory) {
-        read_cross_memory(p, r, h.address);
+        uint64_t address;
+        std::memcpy(&address, h.small, sizeof address);
+        read_cross_memory(p, r, address);
         r.received = r.bytes;
       } else {
-        if (h.kind != SlotKind::inline_data || h.offset != r.received ||
-            h.fragment_bytes > layout_.slot_bytes || h.fragment_bytes > r.bytes - r.received)
+        if (h.kind != SlotKind::inline_data || h.stamp != r.stamp ||
+            h.message_bytes != r.bytes || h.fragment_bytes > layout_.slot_bytes ||
+            h.fragment_bytes > r.bytes - r.received ||
+            (h.fragment_bytes == 0 && r.bytes > 0))
           fail(ErrorCode::internal, "rank ", rank_, ": shm: corrupt slot from peer ", p.rank,
-               " (kind ", static_cast<uint32_t>(h.kind), ", offset ", h.offset, ", fragment ",
-               h.fragment_bytes, " B, expected offset ", r.received, " of ", r.bytes, " B)");
+               " (kind ", static_cast<uint32_t>(h.kind), ", fragment ", h.fragment_bytes,
+               " B, at offset ", r.received, " of ", r.bytes, " B)");
         const std::byte* data = h.message_bytes <= shm::kSmallBytes ? h.small : s + kCacheLine;
         if (h.fragment_bytes > 0) deliver(r, data, h.fragment_bytes);
         r.received += h.fragment_bytes;
@@ -348,6 +396,20 @@ class ShmTransport final : public Transport {
         p.recvs.pop_front();
       }
     }
+  }
+
+  // Refuses the message whose first slot `h` does not match receive `r`: the
+  // sender learns why through error_slot, this rank throws. No byte lands.
+  [[noreturn]] void refuse(Peer& p, const PendingRecv& r, const SlotHeader& h) {
+    p.in->error_sent.store(h.message_bytes, std::memory_order_relaxed);
+    p.in->error_expected.store(r.bytes, std::memory_order_relaxed);
+    shm::store_stamp(p.in->error_stamp, r.stamp);
+    p.in->error_slot.store(p.in_tail + 1, std::memory_order_release);
+    p.touched = true;
+    ring_touched();
+    if (h.stamp != r.stamp) throw StampMismatch(rank_, p.rank, r.stamp, h.stamp);
+    fail(ErrorCode::mismatch, "rank ", rank_, ": shm: message size mismatch: peer ", p.rank,
+         " sends ", h.message_bytes, " B, this rank expects ", r.bytes, " B");
   }
 
   // Copies or reduces one inline fragment straight from the slot into dst.
@@ -431,10 +493,11 @@ class ShmTransport final : public Transport {
       std::byte* s = slot(p.out_slots, p.out_next);
       auto& h = *reinterpret_cast<SlotHeader*>(s);
       h.message_bytes = m.bytes;
-      h.offset = m.written;
+      h.stamp = m.stamp;
       if (m.cross_memory) {
         h.kind = SlotKind::cross_memory;
-        h.address = reinterpret_cast<uint64_t>(m.data);
+        const auto address = reinterpret_cast<uint64_t>(m.data);
+        std::memcpy(h.small, &address, sizeof address);
         h.fragment_bytes = 0;
         m.written = m.bytes;
       } else {
@@ -459,9 +522,49 @@ class ShmTransport final : public Transport {
   void check_send_error(const Peer& p) {
     const uint64_t e = p.out->error_slot.load(std::memory_order_acquire);
     if (e == 0) return;
+    // The refused slot stays as it was: the receiver never moved past it.
+    const auto& h = *reinterpret_cast<const SlotHeader*>(slot(p.out_slots, e - 1));
+    const CallStamp expected = shm::load_stamp(p.out->error_stamp);
+    if (h.stamp != expected) throw StampMismatch(p.rank, rank_, expected, h.stamp);
     fail(ErrorCode::mismatch, "rank ", rank_, ": shm: message size mismatch: this rank sends ",
          p.out->error_sent.load(std::memory_order_relaxed), " B, peer ", p.rank, " expects ",
          p.out->error_expected.load(std::memory_order_relaxed), " B");
+  }
+
+  // The call a peer last published (stall reports, failure messages).
+  // False when the peer kept rewriting it (the values are then unset).
+  static bool read_call(const Peer& p, CallStamp& stamp, uint32_t& collectives) {
+    const SegmentHeader& h = *p.header;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const uint32_t v = h.call_version.load(std::memory_order_acquire);
+      if (v % 2 != 0) continue;
+      stamp = shm::load_stamp(h.call);  // acquire: before the second look
+      collectives = h.collectives.load(std::memory_order_acquire);
+      if (h.call_version.load(std::memory_order_relaxed) == v) return true;
+    }
+    stamp = {};
+    collectives = 0;
+    return false;
+  }
+
+  // " (in call 17: allreduce(float32 sum, count 8))", or "" before any call.
+  static std::string call_of(const Peer& p) {
+    CallStamp stamp;
+    uint32_t collectives = 0;
+    read_call(p, stamp, collectives);
+    if (stamp.kind == 0) return {};
+    return str_cat(" (", stamp.point_to_point() ? "in its point-to-point message " : "in call ",
+                   stamp.seq, ": ", describe(stamp, ""), ")");
+  }
+
+  static int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+  static std::string fixed1(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return buf;
   }
 
   // A message exchanged with a peer that has aborted fails this rank too,
@@ -469,11 +572,16 @@ class ShmTransport final : public Transport {
   // rank find its data although the peer gave up on the call). The flag's
   // line is written only on abort, so this load is a cache hit.
   void check_not_aborted(const Peer& p) {
-    if (p.header->aborted.load(std::memory_order_acquire) == 0) return;
+    const uint32_t flag = p.header->aborted.load(std::memory_order_acquire);
+    if (flag == 0) return;
     std::string reason(p.header->reason, strnlen(p.header->reason, shm::kReasonBytes));
-    const auto cause = static_cast<ErrorCode>(p.header->aborted.load(std::memory_order_acquire) - 1);
-    fail(peer_code(cause), "rank ", rank_, ": shm: peer ", p.rank, " ", peer_verb(cause), ": ",
-         reason);
+    const auto cause = flag - 1 <= static_cast<uint32_t>(ErrorCode::internal)
+                           ? static_cast<ErrorCode>(flag - 1)
+                           : ErrorCode::peer_failure;
+    throw PeerAborted(peer_code(cause),
+                      str_cat("rank ", rank_, ": shm: peer ", p.rank, " ", peer_verb(cause), ": ",
+                              reason),
+                      reason);
   }
 
   // Wakes the touched peers that announced they sleep. Every slot seq and
@@ -502,7 +610,8 @@ class ShmTransport final : public Transport {
     }
   }
 
-  // The slow-path checks: a peer that aborted fails this rank at once; a peer
+  // The slow-path checks: a peer that aborted fails this rank at once, and so
+  // does one in this rank's collective call with another stamp; a peer
   // that exited or closed its transport fails it when this rank still has
   // messages pending with that peer after one more drain.
   void check_peers(std::vector<RequestId>& done) {
@@ -512,6 +621,9 @@ class ShmTransport final : public Transport {
       // and the mismatch is the better report.
       check_send_error(p);
       check_not_aborted(p);
+      CallStamp theirs;
+      uint32_t collectives = 0;
+      if (read_call(p, theirs, collectives) && calls_disagree(current_, theirs)) throw StampMismatch(rank_, p.rank, current_, theirs);
     }
     // Probing liveness costs a system call per peer: at most once a period.
     const auto now = Clock::now();
@@ -535,14 +647,15 @@ class ShmTransport final : public Transport {
       fail(
           ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", g, " (pid ", p.pid, ") ",
           p.header->closed.load(std::memory_order_acquire) != 0 ? "closed its transport" : "exited",
-          " while this rank still has ", p.sends.size(), " send(s) and ", p.recvs.size(),
-          " receive(s) pending with it");
+          call_of(p), " while this rank still has ", p.sends.size(), " send(s) and ",
+          p.recvs.size(), " receive(s) pending with it");
     }
   }
 
   int rank_;
   int size_;
   std::atomic<bool> interrupted_{false};
+  CallStamp current_;  // the call this rank entered last
   std::chrono::microseconds spin_;
   size_t cma_threshold_;
   Layout layout_;

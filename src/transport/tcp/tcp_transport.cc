@@ -20,6 +20,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <optional>
@@ -45,6 +46,10 @@ constexpr size_t kChunkBytes = size_t{256} << 10;
 constexpr size_t kStagingBytes = size_t{64} << 10;
 // Bytes read from one stream per progress pass before the others get a turn.
 constexpr size_t kReadBudget = size_t{4} << 20;
+// A wait blocked this long asks the peers which call they are in, and again
+// every period while it stays blocked (wait_some).
+constexpr auto kStatusQueryAfter = std::chrono::milliseconds(20);
+constexpr auto kStatusQueryPeriod = std::chrono::milliseconds(500);
 // How long a closing transport tries to hand its goodbye frames to the kernel.
 constexpr auto kByeGrace = std::chrono::milliseconds(200);
 
@@ -52,6 +57,7 @@ struct RecvReq {
   RequestId id = 0;
   uint8_t* dst = nullptr;
   size_t bytes = 0;
+  CallStamp stamp;
   std::optional<Reducer> reducer;
   size_t received = 0;
   bool complete = false;
@@ -69,6 +75,7 @@ struct OutChunk {
 struct Stream {
   Fd fd;
   int peer = -1;
+  bool control = false;  // the peer's control connection: no data frames
   uint32_t events = 0;  // as registered with epoll
   bool closed = false;  // EOF seen or socket given up
   bool bye = false;     // the peer said goodbye on this stream
@@ -90,7 +97,8 @@ struct Stream {
 };
 
 struct Peer {
-  std::vector<Stream*> streams;
+  std::vector<Stream*> streams;  // data
+  Stream* control = nullptr;     // abort and status frames, never parked
   bool connected = false;  // part of this transport's mesh
   uint64_t send_seq = 0;
   size_t next_stream = 0;
@@ -98,6 +106,11 @@ struct Peer {
   std::deque<RecvReq> recvs;   // posted, in seq order; completed ones leave from the front
   size_t sends_in_flight = 0;
   size_t streams_closed = 0;
+  CallStamp last_heard;  // the call of the last data frame from the peer
+  // Its answer to the last status query.
+  bool answered = false;
+  uint32_t answered_collectives = 0;
+  CallStamp answered_call;
 };
 
 class TcpTransport final : public Transport {
@@ -127,7 +140,7 @@ class TcpTransport final : public Transport {
 
   void connect(Store& store);
 
-  RequestId isend(int peer, const void* data, size_t bytes) override {
+  RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     Peer& p = usable_peer(peer, "send to");
     const RequestId id = next_id_++;
     const size_t nstreams = p.streams.size();
@@ -147,6 +160,7 @@ class TcpTransport final : public Transport {
       h.total = bytes;
       h.offset = c * chunk;
       h.len = std::min(chunk, bytes - std::min(bytes, c * chunk));
+      h.stamp = stamp;
       h.encode(oc.header);
       oc.data = static_cast<const uint8_t*>(data) + h.offset;
       oc.len = h.len;
@@ -156,13 +170,15 @@ class TcpTransport final : public Transport {
     return id;
   }
 
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer) override {
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
+                  const CallStamp& stamp) override {
     Peer& p = usable_peer(peer, "receive from");
     const RequestId id = next_id_++;
     RecvReq& r = p.recvs.emplace_back();
     r.id = id;
     r.dst = static_cast<uint8_t*>(dst);
     r.bytes = bytes;
+    r.stamp = stamp;
     if (reducer) r.reducer = *reducer;
     // Streams parked on exactly this message can go on now.
     const uint64_t seq = p.recv_base + p.recvs.size() - 1;
@@ -183,6 +199,59 @@ class TcpTransport final : public Transport {
     take(done);
   }
 
+  void begin_call(const CallStamp& stamp) override {
+    current_ = stamp;
+    if (!stamp.point_to_point()) collectives_ = stamp.seq;
+    // One look at the sockets (an epoll_wait that does not block): an abort
+    // frame from any peer fails this call at its start.
+    progress(0);
+    if (failure_) raise_failure();
+  }
+
+  // Asks every connected peer where it is; a peer answers from its own
+  // progress loop, that is, while it is inside a call.
+  std::vector<PeerProgress> peer_progress(Deadline deadline) override {
+    const std::vector<int> asked = query_status();
+    auto all_answered = [&] {
+      for (int q : asked)
+        if (!peers_[static_cast<size_t>(q)].answered) return false;
+      return true;
+    };
+    try {
+      while (!all_answered() && Clock::now() < deadline) progress(poll_timeout_ms(deadline));
+    } catch (const Error&) {
+      // A report is made on the way to an error: what arrived so far is it.
+    }
+    std::vector<PeerProgress> out;
+    for (int q = 0; q < size_; ++q) {
+      const Peer& p = peers_[static_cast<size_t>(q)];
+      if (!p.connected) continue;
+      PeerProgress pp;
+      pp.rank = q;
+      pp.responsive = p.answered;
+      const bool ahead = std::any_of(p.streams.begin(), p.streams.end(),
+                                     [](const Stream* st) { return st->parked; });
+      if (p.answered) {
+        pp.last = p.answered_call;
+        pp.collectives_entered = p.answered_collectives;
+      } else if (ahead) {
+        // Its answer waits behind a message of a later call that this rank
+        // has not asked for yet: the peer is ahead, not stalled.
+        pp.responsive = true;
+        pp.last = p.last_heard;
+        pp.collectives_entered = p.last_heard.point_to_point() ? 0 : p.last_heard.seq;
+      } else {
+        pp.last = p.last_heard;
+        pp.collectives_entered = p.last_heard.point_to_point() ? 0 : p.last_heard.seq;
+        pp.note = p.control == nullptr || p.control->closed
+                      ? "has closed its connections"
+                      : "does not answer (stopped, or busy outside chorus)";
+      }
+      out.push_back(std::move(pp));
+    }
+    return out;
+  }
+
   void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
     progress(0);
     if (take(done)) return;
@@ -195,10 +264,20 @@ class TcpTransport final : public Transport {
       progress(0);
       if (take(done) || interrupted()) return;
     }
+    // Blocked: now and then ask the peers which call they are in, so that
+    // one in this rank's collective call with another stamp is found even
+    // when no message of the two calls ever meets (status answers are
+    // compared as they arrive, in header_done).
+    auto next_query = Clock::now() + kStatusQueryAfter;
     while (true) {
-      progress(poll_timeout_ms(deadline));
+      progress(poll_timeout_ms(std::min(deadline, next_query)));
       if (take(done) || interrupted()) return;
-      if (Clock::now() >= deadline) return;
+      const auto now = Clock::now();
+      if (now >= deadline) return;
+      if (now >= next_query && !current_.point_to_point() && current_.kind != 0) {
+        query_status();
+        next_query = now + kStatusQueryPeriod;
+      }
     }
   }
 
@@ -211,26 +290,37 @@ class TcpTransport final : public Transport {
   void abort(ErrorCode cause, const std::string& reason) override {
     if (aborted_) return;
     aborted_ = true;
-    // Best effort: a peer that reads the abort frame learns the reason; one
-    // that does not (a frame was half written) sees an EOF without goodbye.
-    // Either way it raises peer_failure at once.
+    // The abort frame goes over each peer's control connection, which the
+    // peer always reads (a data connection may wait, parked, behind a
+    // message the peer has not asked for). A status frame half written
+    // there is finished first; if the peer does not take the few bytes in
+    // kByeGrace, it will see the connection close without a goodbye.
     const std::string text = reason.substr(0, kMaxAbortReason);
-    for (auto& s : streams_) {
-      if (s->closed) continue;
-      if (s->out.empty() || s->out.front().written == 0) {
-        uint8_t h[kHeaderBytes];
+    const Deadline until = Clock::now() + kByeGrace;
+    for (Peer& p : peers_) {
+      Stream* s = p.control;
+      if (s == nullptr || s->closed) continue;
+      std::string error;
+      try {
+        if (!s->out.empty() && s->out.front().written > 0) {
+          OutChunk& c = s->out.front();
+          write_all(s->fd.get(), c.header + c.written, kHeaderBytes - c.written, until, "status",
+                    error);
+        }
+        std::vector<uint8_t> frame(kHeaderBytes + text.size());
         FrameHeader fh;
         fh.kind = frame_abort;
         fh.seq = static_cast<uint64_t>(cause);  // an abort frame's seq is its cause
         fh.total = fh.len = text.size();
-        fh.encode(h);
-        iovec iov[2] = {{h, kHeaderBytes}, {const_cast<char*>(text.data()), text.size()}};
-        msghdr m{};
-        m.msg_iov = iov;
-        m.msg_iovlen = 2;
-        [[maybe_unused]] ssize_t n = ::sendmsg(s->fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        fh.encode(frame.data());
+        std::memcpy(frame.data() + kHeaderBytes, text.data(), text.size());
+        write_all(s->fd.get(), frame.data(), frame.size(), until, "abort", error);
+      } catch (const Error&) {
+        // The peer is gone or stuck; it learns of the end from the closed
+        // connection.
       }
-      ::shutdown(s->fd.get(), SHUT_RDWR);
+      s->out.clear();
+      ::shutdown(s->fd.get(), SHUT_WR);
     }
   }
 
@@ -255,7 +345,7 @@ class TcpTransport final : public Transport {
     if (aborted_) fail(ErrorCode::aborted, where(), "transport was aborted");
     if (failure_) raise_failure();
     Peer& p = peers_[static_cast<size_t>(peer)];
-    if (p.streams_closed == p.streams.size())
+    if (p.streams_closed == p.streams.size() + 1)
       fail(ErrorCode::peer_failure, where(), "peer ", peer,
            " has closed its communicator; cannot ", what, " it");
     return p;
@@ -266,16 +356,63 @@ class TcpTransport final : public Transport {
   // inferred from a closed connection is often its consequence (a third rank
   // learnt of the cause first and went away), so until the failure has been
   // raised, a reported one replaces an inferred one.
-  void peer_failed(int peer, ErrorCode code, const std::string& what, bool reported = false) {
+  void peer_failed(int peer, ErrorCode code, const std::string& what) {
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    const std::string heard =
+        p.last_heard.kind == 0
+            ? std::string()
+            : str_cat(" (last heard from in ",
+                      p.last_heard.point_to_point() ? "its point-to-point message " : "call ",
+                      p.last_heard.seq, ": ", describe(p.last_heard, ""), ")");
+    record_failure(std::make_exception_ptr(Error(code, str_cat(where(), "peer ", peer, heard, " ", what))),
+                   false);
+  }
+  // A peer's abort frame: its reason is the origin of the failure.
+  void peer_reported(int peer, ErrorCode cause, const std::string& reason) {
+    record_failure(std::make_exception_ptr(PeerAborted(
+                       peer_code(cause),
+                       str_cat(where(), "peer ", peer, " ", peer_verb(cause), ": ", reason), reason)),
+                   true);
+  }
+  void record_failure(std::exception_ptr error, bool reported) {
     if (failure_ && (failure_raised_ || failure_reported_ || !reported)) return;
-    failure_ = Error(code, str_cat(where(), "peer ", peer, " ", what));
+    failure_ = std::move(error);
     failure_reported_ = reported;
-    log_message(options_.log_level, LogLevel::warn, rank_, failure_->what());
+    try {
+      std::rethrow_exception(failure_);
+    } catch (const Error& e) {
+      failure_code_ = e.code();
+      failure_text_ = e.what();
+    }
+    log_message(options_.log_level, LogLevel::warn, rank_, failure_text_);
   }
 
   [[noreturn]] void raise_failure() {
     failure_raised_ = true;
-    throw *failure_;
+    std::rethrow_exception(failure_);
+  }
+
+  // Sends a status query to every connected peer; returns whom it asked.
+  std::vector<int> query_status() {
+    std::vector<int> asked;
+    for (int q = 0; q < size_; ++q) {
+      Peer& p = peers_[static_cast<size_t>(q)];
+      if (!p.connected || p.control == nullptr || p.control->closed) continue;
+      p.answered = false;
+      FrameHeader h;
+      h.kind = tcp::frame_status_query;
+      queue_control(*p.control, h);
+      asked.push_back(q);
+    }
+    return asked;
+  }
+
+  // Queues a frame without payload on `s` (after what is queued there).
+  void queue_control(Stream& s, const FrameHeader& h) {
+    if (s.closed) return;
+    OutChunk& oc = s.out.emplace_back();
+    h.encode(oc.header);
+    write_stream(s);
   }
 
   bool take(std::vector<RequestId>& done) {
@@ -421,7 +558,7 @@ class TcpTransport final : public Transport {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
     Peer& p = peers_[static_cast<size_t>(s.peer)];
     ++p.streams_closed;
-    if (p.streams_closed == p.streams.size() && (p.sends_in_flight > 0 || !p.recvs.empty()))
+    if (p.streams_closed == p.streams.size() + 1 && (p.sends_in_flight > 0 || !p.recvs.empty()))
       peer_failed(s.peer, ErrorCode::peer_failure,
                   "closed its communicator while this rank still waits for a message with it");
   }
@@ -436,11 +573,19 @@ class TcpTransport final : public Transport {
       return;
     }
     const uint64_t index = h.seq - p.recv_base;
+    if (h.offset == 0) p.last_heard = h.stamp;
     if (index >= p.recvs.size()) {
       s.parked = true;  // waits in the kernel for its irecv
       return;
     }
     RecvReq& r = p.recvs[index];
+    if (h.stamp != r.stamp) {
+      // Refused before a byte of it is read.
+      record_failure(std::make_exception_ptr(StampMismatch(rank_, s.peer, r.stamp, h.stamp)),
+                     false);
+      close_stream(s);
+      return;
+    }
     if (h.total != r.bytes) {
       peer_failed(s.peer, ErrorCode::mismatch,
                   str_cat("sends a message of ", h.total, " B where this rank expects ", r.bytes,
@@ -532,9 +677,7 @@ class TcpTransport final : public Transport {
       s.got += got;
       if (s.frame.kind == frame_abort) {
         if (s.got == s.frame.len) {
-          const ErrorCode cause = abort_cause(s.frame);
-          peer_failed(s.peer, peer_code(cause), str_cat(peer_verb(cause), ": ", s.abort_reason),
-                      true);
+          peer_reported(s.peer, abort_cause(s.frame), s.abort_reason);
           close_stream(s);
         }
         continue;
@@ -571,14 +714,37 @@ class TcpTransport final : public Transport {
       s.header_got = 0;
       return;
     }
+    if (h.kind == tcp::frame_status_query) {
+      s.header_got = 0;
+      FrameHeader answer;
+      answer.kind = tcp::frame_status;
+      answer.seq = collectives_;
+      answer.stamp = current_;
+      queue_control(s, answer);
+      return;
+    }
+    if (h.kind == tcp::frame_status) {
+      s.header_got = 0;
+      Peer& p = peers_[static_cast<size_t>(s.peer)];
+      p.answered = true;
+      p.answered_collectives = static_cast<uint32_t>(h.seq);
+      p.answered_call = h.stamp;
+      if (calls_disagree(current_, h.stamp))
+        record_failure(std::make_exception_ptr(StampMismatch(rank_, s.peer, current_, h.stamp)),
+                       false);
+      return;
+    }
+    if (s.control && h.kind == frame_data) {
+      protocol_error(s, "sent a data frame on its control connection");
+      return;
+    }
     if (h.kind == frame_abort) {
       s.abort_reason.assign(h.len, '\0');
       s.in_payload = true;
       s.got = 0;
       s.target = nullptr;
       if (h.len == 0) {
-        peer_failed(s.peer, peer_code(abort_cause(h)), std::string(peer_verb(abort_cause(h))),
-                    true);
+        peer_reported(s.peer, abort_cause(h), "");
         close_stream(s);
       }
       return;
@@ -590,7 +756,7 @@ class TcpTransport final : public Transport {
   void close_all() {
     // A rank that failed tells its peers why rather than saying goodbye, so
     // that they report the cause, not the closed connection.
-    if (failure_ && !aborted_) abort(failure_->code(), failure_->what());
+    if (failure_ && !aborted_) abort(failure_code_, failure_text_);
     if (!aborted_) {
       // Goodbye on every stream whose output is idle, so that peers can tell
       // a finished rank from a dead one.
@@ -611,11 +777,28 @@ class TcpTransport final : public Transport {
       }
     }
     // Drain what peers sent (their own goodbyes): closing a socket with unread
-    // data makes the kernel reset the connection instead of closing it.
+    // data makes the kernel reset the connection instead of closing it, and
+    // a reset may drop what the peer has not read yet -- after an abort, the
+    // abort frame. So an aborted transport also waits (at most kByeGrace)
+    // for each peer to close its control connection, which a peer does once
+    // it has read the abort frame and failed in turn.
     uint8_t sink[4096];
-    for (auto& s : streams_)
-      while (!s->closed && ::recv(s->fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    const Deadline until = Clock::now() + kByeGrace;
+    while (true) {
+      bool waiting = false;
+      for (auto& s : streams_) {
+        if (s->closed) continue;
+        ssize_t n;
+        while ((n = ::recv(s->fd.get(), sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+        }
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+          s->closed = true;  // only this loop looks at it now
+        else if (aborted_ && s->control)
+          waiting = true;
       }
+      if (!waiting || Clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     streams_.clear();
   }
 
@@ -635,7 +818,12 @@ class TcpTransport final : public Transport {
       fail(ErrorCode::system, where(), "epoll_ctl: ", errno_text(errno));
     s->events = ev.events;
     Peer& p = peers_[static_cast<size_t>(peer)];
-    p.streams[index] = s.get();
+    if (index == options_.streams) {
+      s->control = true;
+      p.control = s.get();
+    } else {
+      p.streams[index] = s.get();
+    }
     streams_.push_back(std::move(s));
   }
 
@@ -650,11 +838,15 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::unordered_map<RequestId, size_t> sends_left_;  // chunks not yet written
   std::vector<RequestId> completed_;
-  std::optional<Error> failure_;
+  std::exception_ptr failure_;
+  ErrorCode failure_code_ = ErrorCode::internal;
+  std::string failure_text_;
   bool failure_reported_ = false;  // failure_ came from the peer's abort frame
   bool failure_raised_ = false;    // failure_ has been thrown: it stays
   bool aborted_ = false;
   RequestId next_id_ = 1;
+  CallStamp current_;          // the call this rank is in (status answers)
+  uint32_t collectives_ = 0;   // the number of its last collective call
 };
 
 void TcpTransport::connect(Store& store) {
@@ -663,7 +855,10 @@ void TcpTransport::connect(Store& store) {
     peers_[static_cast<size_t>(p)].connected = true;
     peers_[static_cast<size_t>(p)].streams.assign(options_.streams, nullptr);
   }
-  listen_ = tcp::connect_mesh(store, rank_, size_, options_,
+  // The data streams and, last, the control stream of every peer.
+  TcpOptions mesh = options_;
+  mesh.streams = options_.streams + 1;
+  listen_ = tcp::connect_mesh(store, rank_, size_, mesh,
                               [this](Fd fd, int peer, uint32_t stream) {
                                 add_stream(std::move(fd), peer, stream);
                               });

@@ -59,6 +59,14 @@ void FrameHeader::encode(uint8_t* b) const {
   put_u64(b + 16, total);
   put_u64(b + 24, offset);
   put_u64(b + 32, len);
+  put_u64(b + 40, stamp.count);
+  put_u32(b + 48, stamp.seq);
+  put_u32(b + 52, static_cast<uint32_t>(stamp.root));
+  b[56] = stamp.kind;
+  b[57] = stamp.algorithm;
+  b[58] = stamp.type;
+  b[59] = stamp.op;
+  put_u32(b + 60, stamp.reserved);
 }
 
 FrameHeader FrameHeader::decode(const uint8_t* b) {
@@ -69,14 +77,25 @@ FrameHeader FrameHeader::decode(const uint8_t* b) {
   h.total = get_u64(b + 16);
   h.offset = get_u64(b + 24);
   h.len = get_u64(b + 32);
+  h.stamp.count = get_u64(b + 40);
+  h.stamp.seq = get_u32(b + 48);
+  h.stamp.root = static_cast<int32_t>(get_u32(b + 52));
+  h.stamp.kind = b[56];
+  h.stamp.algorithm = b[57];
+  h.stamp.type = b[58];
+  h.stamp.op = b[59];
+  h.stamp.reserved = get_u32(b + 60);
   return h;
 }
 
 std::string frame_problem(const FrameHeader& h) {
   if (h.magic != kFrameMagic) return "bad frame magic";
   if (h.kind == frame_abort && h.len > kMaxAbortReason) return "abort reason too long";
-  if (h.kind != frame_data && h.kind != frame_abort && h.kind != frame_bye)
+  if (h.kind != frame_data && h.kind != frame_abort && h.kind != frame_bye &&
+      h.kind != frame_status_query && h.kind != frame_status)
     return str_cat("unknown frame kind ", h.kind);
+  if ((h.kind == frame_bye || h.kind == frame_status_query || h.kind == frame_status) && h.len != 0)
+    return str_cat("a frame of kind ", h.kind, " with a payload of ", h.len, " B");
   return "";
 }
 

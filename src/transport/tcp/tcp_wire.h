@@ -1,15 +1,23 @@
 // The tcp transport's wire format: the handshake that opens every connection
-// and the 40-byte header in front of every frame; their byte layout, encoding,
+// and the 64-byte header in front of every frame; their byte layout, encoding,
 // decoding and validation. All integers are little-endian.
 //
 // Handshake (both ends send one; 36 bytes):
 //   magic u32 "CHRH" | version u32 | token 16 B | rank u32 | size u32 | stream u32
-// Frame header (40 bytes), then `len` payload bytes:
+// Frame header (64 bytes), then `len` payload bytes:
 //   magic u32 "CHRF" | kind u16 | reserved u16 | seq u64 | total u64 | offset u64 | len u64
+//   | stamp: count u64 | seq u32 | root i32 | kind u8 | algorithm u8 | type u8 | op u8
+//            | reserved u32
 // kind data carries bytes [offset, offset+len) of message `seq` of `total`
-// bytes; kind abort carries the failed peer's reason (at most kMaxAbortReason
-// bytes) and, in seq, the ErrorCode of its cause; kind bye has no payload. tcp_transport.h says how they are used.
+// bytes, sent by the call `stamp` (core/call_stamp.h); kind abort carries the
+// failed peer's reason (at most kMaxAbortReason bytes) and, in seq, the
+// ErrorCode of its cause; kind bye has no payload; kind status_query asks the
+// peer where it is, and kind status answers: its last call in `stamp`, the
+// number of its last collective call in seq. tcp_transport.h says how they
+// are used.
 #pragma once
+
+#include "core/call_stamp.h"
 
 #include <array>
 #include <cstddef>
@@ -20,13 +28,19 @@ namespace chorus::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x46524843;      // "CHRF"
 inline constexpr uint32_t kHandshakeMagic = 0x48524843;  // "CHRH"
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kTokenBytes = 16;
 inline constexpr size_t kHandshakeBytes = 4 + 4 + kTokenBytes + 4 + 4 + 4;
-inline constexpr size_t kHeaderBytes = 40;
+inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kMaxAbortReason = 4096;
 
-enum FrameKind : uint16_t { frame_data = 1, frame_abort = 2, frame_bye = 3 };
+enum FrameKind : uint16_t {
+  frame_data = 1,
+  frame_abort = 2,
+  frame_bye = 3,
+  frame_status_query = 4,
+  frame_status = 5,
+};
 
 // The job token: rank 0 draws it, every connection proves it knows it.
 using Token = std::array<uint8_t, kTokenBytes>;
@@ -56,6 +70,7 @@ struct FrameHeader {
   uint64_t total = 0;
   uint64_t offset = 0;
   uint64_t len = 0;
+  CallStamp stamp;
 
   void encode(uint8_t* b) const;  // writes kHeaderBytes
   static FrameHeader decode(const uint8_t* b);
