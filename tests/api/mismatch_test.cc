@@ -21,7 +21,7 @@ TEST_P(Mismatch, EveryRankRaisesMismatchAndNoneReturnsWrongData) {
   std::mutex mu;
   std::string problems;
   run_ranks(n, [&](Communicator& comm) {
-    const std::string p = run_mismatch_case(comm, kind);
+    const std::string p = run_mismatch_case(comm, kind).problems;
     if (p.empty()) return;
     std::lock_guard lock(mu);
     problems += "rank " + std::to_string(comm.rank()) + ": " + p;

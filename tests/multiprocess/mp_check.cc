@@ -320,9 +320,11 @@ int run_mismatch_mode() {
     } catch (const Error& e) {
       if (e.code() != ErrorCode::mismatch) throw;
     }
-    const std::string problems = testing::run_mismatch_case(comm, kind);
-    std::printf("rank %d: mismatch %s (N=%d): %s\n", comm.rank(), kind.c_str(), comm.size(),
-                problems.empty() ? "ok" : problems.c_str());
+    const testing::MismatchOutcome out = testing::run_mismatch_case(comm, kind);
+    const std::string& problems = out.problems;
+    std::printf("rank %d: mismatch %s (N=%d): %s (first error after %.3f ms)\n", comm.rank(),
+                kind.c_str(), comm.size(), problems.empty() ? "ok" : problems.c_str(),
+                out.seconds_to_error * 1e3);
     ok &= problems.empty();
   }
   if (ok && read_bootstrap_env().rank == 0) std::printf("MISMATCH OK\n");

@@ -163,12 +163,17 @@ const std::vector<std::string>& mismatch_kinds() {
   return kinds;
 }
 
-std::string run_mismatch_case(Communicator& comm, std::string_view kind) {
+MismatchOutcome run_mismatch_case(Communicator& comm, std::string_view kind) {
   const std::string odd = "rank " + std::to_string(comm.size() - 1) + " ";
   CallOptions o;
   o.timeout = std::chrono::seconds(30);  // a missed mismatch fails as a timeout, not a hang
   std::string problems;
+  const auto start = std::chrono::steady_clock::now();
+  double seconds_to_error = -1;
   auto expect_mismatch = [&](const Error& e, const char* call) {
+    if (seconds_to_error < 0)
+      seconds_to_error =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string msg = e.what();
     if (e.code() != ErrorCode::mismatch)
       problems += std::string(call) + " raised " + std::string(to_string(e.code())) +
@@ -193,7 +198,7 @@ std::string run_mismatch_case(Communicator& comm, std::string_view kind) {
   } catch (const Error& e) {
     expect_mismatch(e, "the AllReduce after it");
   }
-  return problems;
+  return {problems, seconds_to_error};
 }
 
 }  // namespace chorus::testing

@@ -24,8 +24,13 @@ namespace chorus::testing {
 // p2p_count, p2p_tag, p2p_dtype.
 const std::vector<std::string>& mismatch_kinds();
 
-// Runs the scenario `kind` on this rank; returns "" when everything above
-// held here, else what went wrong (with the errors seen).
-std::string run_mismatch_case(Communicator& comm, std::string_view kind);
+struct MismatchOutcome {
+  std::string problems;  // "" when everything above held on this rank
+  // From the start of the mismatched call to this rank's first error.
+  double seconds_to_error = 0;
+};
+
+// Runs the scenario `kind` on this rank.
+MismatchOutcome run_mismatch_case(Communicator& comm, std::string_view kind);
 
 }  // namespace chorus::testing
