@@ -13,10 +13,11 @@ JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 5
-# Under ASan an allocation too large for any machine returns null (as malloc
+# Under ASan and TSan an allocation too large for any machine returns null (as malloc
 # does) instead of aborting, so that the tests of chorus's out-of-memory
 # errors run there too.
 export ASAN_OPTIONS ?= allocator_may_return_null=1
+export TSAN_OPTIONS ?= allocator_may_return_null=1
 
 .PHONY: all deps configure build fuzz test demo install clean format
 

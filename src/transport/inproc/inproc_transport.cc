@@ -38,9 +38,20 @@ struct Channel {
   std::deque<PendingRecv> recvs;
 };
 
+// A failed match: each side gets its own copy to throw (one exception
+// object must not be thrown on two threads at once).
+struct MatchError {
+  std::optional<StampMismatch> stamps;
+  std::string sizes;  // a size mismatch, when the stamps agree
+  [[noreturn]] void raise() const {
+    if (stamps) throw StampMismatch(*stamps);
+    throw Error(ErrorCode::mismatch, sizes);
+  }
+};
+
 struct Completion {
   RequestId id;
-  std::exception_ptr error;  // null on success
+  std::optional<MatchError> error;  // unset on success
 };
 
 // Completion queue of one rank.
@@ -80,7 +91,7 @@ class InprocWorld {
   }
   Mailbox& box(int rank) { return boxes_[static_cast<size_t>(rank)]; }
 
-  void complete(int rank, RequestId id, std::exception_ptr error = nullptr) {
+  void complete(int rank, RequestId id, std::optional<MatchError> error = std::nullopt) {
     Mailbox& b = box(rank);
     {
       std::lock_guard lock(b.mu);
@@ -332,14 +343,13 @@ class InprocTransport final : public Transport {
     const RequestId send_id = s.id;
     const void* data = s.data;
     const size_t send_bytes = s.bytes;
-    std::exception_ptr error;
+    std::optional<MatchError> error;
     if (s.stamp != r.stamp) {
-      error = std::make_exception_ptr(StampMismatch(dst, src, r.stamp, s.stamp));
+      error = MatchError{StampMismatch(dst, src, r.stamp, s.stamp), {}};
     } else if (send_bytes != r.bytes) {
-      error = std::make_exception_ptr(
-          Error(ErrorCode::mismatch, str_cat("message size mismatch between rank ", src,
-                                             " (sends ", send_bytes, " B) and rank ", dst,
-                                             " (expects ", r.bytes, " B)")));
+      error = MatchError{std::nullopt, str_cat("message size mismatch between rank ", src,
+                                               " (sends ", send_bytes, " B) and rank ", dst,
+                                               " (expects ", r.bytes, " B)")};
     }
     if (error) {
       world_->complete(src, send_id, error);
@@ -375,7 +385,7 @@ class InprocTransport final : public Transport {
       }
     }
     for (const Completion& c : got) {
-      if (c.error) std::rethrow_exception(c.error);
+      if (c.error) c.error->raise();
       done.push_back(c.id);
     }
   }
