@@ -19,18 +19,18 @@
 //   drop     the connection goes away (disconnect)
 // Bytes sent are fed to receive() at once, in the pieces the steps make.
 //
-// After every step the target checks, for every client, what the core
-// promises (see check_all): the caps (stats and each client's queued and
-// buffered bytes); the server hello; the answer to the hello (admitted with the
-// server's proof exactly when the hello carried the proof of kSecret; a client
-// never admitted gets no other reply); one reply per request, in order, of a
-// status and size its op allows (a get's value is one that was set, or a
-// counter; a timeout not before the get's own deadline; one abort reason for
-// everyone); a client that is not waiting on a get has every complete request
-// answered, and a malformed one closes it; a closed client gets no more
-// output; a client without a hello by its deadline is closed at the next
-// expire(); each close is reported once by take_closed(). A violated check
-// aborts with its name; any exception escapes and counts as a crash.
+// After every step the target checks, for every client, what the core promises
+// (see check_all): the caps (stats and each client's queued bytes); the server
+// hello; the answer to the hello (admitted with the server's proof exactly when
+// the hello carried the proof of kSecret; a client never admitted gets no other
+// reply); one reply per request, in order, of a status and size its op allows
+// (a get's value is one that was set, or a counter; a timeout not before the
+// get's own deadline; one abort reason for everyone); a client that is not
+// waiting on a get has every complete request answered, and a malformed one
+// closes it; a closed client gets no more output; a client without a hello by
+// its deadline is closed at the next expire(); each close is reported once by
+// take_closed(). A violated check aborts with its name; any exception escapes
+// and counts as a crash.
 #include "core/deadline.h"
 #include "net/socket.h"
 #include "store/tcp_store_core.h"
@@ -67,20 +67,38 @@ constexpr int kMaxConnects = 32;
 constexpr auto kAuthTime = std::chrono::seconds(10);
 
 // Keys the request step picks from ("long" ones are over the smaller caps).
-const std::array<std::string, 8> kKeys = {
-    "", "a", "b", "counter", "chorus/comm0/addr/1", "0123456789abcdef", std::string(70, 'k'),
-    std::string("z\0z", 3)};
+const std::array<std::string, 8> kKeys = {"",
+                                          "a",
+                                          "b",
+                                          "counter",
+                                          "chorus/comm0/addr/1",
+                                          "0123456789abcdef",
+                                          std::string(70, 'k'),
+                                          std::string("z\0z", 3)};
 // Values a set step may use instead of raw bytes: counters, almost counters.
-const std::array<std::string, 12> kTexts = {
-    "0",   "-1",  "9223372036854775807", "-9223372036854775808", "9223372036854775808",
-    "12x", "",    "-",                   "+1",                   "007",
-    " 1",  "99999999999999999999999"};
-constexpr std::array<int64_t, 8> kDeltas = {1, -1, 0, INT64_MAX, INT64_MIN, 5, -5, int64_t{1} << 40};
+const std::array<std::string, 12> kTexts = {"0",
+                                            "-1",
+                                            "9223372036854775807",
+                                            "-9223372036854775808",
+                                            "9223372036854775808",
+                                            "12x",
+                                            "",
+                                            "-",
+                                            "+1",
+                                            "007",
+                                            " 1",
+                                            "99999999999999999999999"};
+constexpr std::array<int64_t, 8> kDeltas = {1,         -1, 0,  INT64_MAX,
+                                            INT64_MIN, 5,  -5, int64_t{1} << 40};
 
 void require(bool ok, const char* what) {
   if (ok) return;
   std::fprintf(stderr, "tcp_store: %s\n", what);
   std::abort();
+}
+
+std::string text(const std::vector<uint8_t>& v) {
+  return {v.begin(), v.end()};
 }
 
 Deadline advance(Deadline t, nanoseconds d) {
@@ -322,8 +340,8 @@ class Harness {
         Mac proof{};
         std::memcpy(proof.data(), p + 8 + kNonceBytes, kMacBytes);
         c.hello_valid = c.hello_magic && get_u32(p + 4) == kProtocolVersion &&
-                        (secret_.empty() || proof == client_proof(secret_, c.server_nonce,
-                                                                  c.hello_client_nonce));
+                        (secret_.empty() ||
+                         proof == client_proof(secret_, c.server_nonce, c.hello_client_nonce));
         continue;
       }
       if (avail < kRequestHeaderBytes) return;
@@ -345,9 +363,9 @@ class Harness {
       r.value.assign(p + kRequestHeaderBytes + key_len, p + total);
       r.timeout_ms = get_u64(p + 17);
       r.sent = now_;
-      if (op == op_set) values_[r.key].insert(r.value);
+      if (op == op_set) values_[r.key].insert(text(r.value));
       if (op == op_add) counters_.insert(r.key);
-      if (op == op_abort) reasons_.insert(r.value);
+      if (op == op_abort) reasons_.insert(text(r.value));
       c.requests.push_back(std::move(r));
       c.framed += total;
     }
@@ -368,11 +386,12 @@ class Harness {
       c.parsed = std::min(c.parsed, c.read);
       return;
     }
-    require(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(c.stream.size() - c.read),
-                       c.stream.begin() + static_cast<std::ptrdiff_t>(c.read)),
-            "queued replies changed");
-    c.stream.insert(c.stream.end(), out.begin() + static_cast<std::ptrdiff_t>(c.stream.size() - c.read),
-                    out.end());
+    require(
+        std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(c.stream.size() - c.read),
+                   c.stream.begin() + static_cast<std::ptrdiff_t>(c.read)),
+        "queued replies changed");
+    c.stream.insert(c.stream.end(),
+                    out.begin() + static_cast<std::ptrdiff_t>(c.stream.size() - c.read), out.end());
     if (!c.hello_seen) {
       if (c.stream.size() < kServerHelloBytes) return;
       const uint8_t* h = c.stream.data();
@@ -390,7 +409,8 @@ class Harness {
       const uint64_t len = get_u64(h + 1);
       if (c.stream.size() - c.parsed - kResponseHeaderBytes < len) break;
       c.replies.push_back(
-          {h[0], std::vector<uint8_t>(h + kResponseHeaderBytes, h + kResponseHeaderBytes + len), now_});
+          {h[0], std::vector<uint8_t>(h + kResponseHeaderBytes, h + kResponseHeaderBytes + len),
+           now_});
       c.parsed += kResponseHeaderBytes + len;
       new_replies_.push_back({&c, c.replies.size() - 1});
     }
@@ -422,27 +442,29 @@ class Harness {
     const Request& q = c.requests[k - 1];
     if (r.status == status_aborted) {
       require(q.op != op_abort, "an abort answered aborted");
-      require(reasons_.count(r.payload) == 1, "an abort reason nobody sent");
-      if (!reason_) reason_ = r.payload;
-      require(*reason_ == r.payload, "two different abort reasons");
+      require(reasons_.count(text(r.payload)) == 1, "an abort reason nobody sent");
+      if (!reason_) reason_ = text(r.payload);
+      require(*reason_ == text(r.payload), "two different abort reasons");
       return;
     }
     switch (q.op) {
       case op_set:
       case op_abort:
-        require(r.status == status_ok && r.payload.empty(), "a set or abort answered other than ok");
+        require(r.status == status_ok && r.payload.empty(),
+                "a set or abort answered other than ok");
         break;
       case op_get:
         if (r.status == status_timeout) {
           require(r.payload.empty(), "a timeout with a payload");
-          require(r.at >= get_deadline(q.sent, q.timeout_ms), "a get timed out before its deadline");
+          require(r.at >= get_deadline(q.sent, q.timeout_ms),
+                  "a get timed out before its deadline");
           break;
         }
         require(r.status == status_ok, "a get answered other than ok, timeout or aborted");
         // (a counter's text may be longer than a small value cap)
         require(r.payload.size() <= std::max<size_t>(limits_.max_value_bytes, 20),
                 "a get's value over the value cap");
-        require(values_[q.key].count(r.payload) == 1 ||
+        require(values_[q.key].count(text(r.payload)) == 1 ||
                     (counters_.count(q.key) == 1 && is_counter(r.payload)),
                 "a get's value that was never set for its key");
         break;
@@ -451,7 +473,8 @@ class Harness {
           require(!r.payload.empty(), "a bad add without a reason");
           break;
         }
-        require(r.status == status_ok && r.payload.size() == 8, "an add answered other than ok or bad");
+        require(r.status == status_ok && r.payload.size() == 8,
+                "an add answered other than ok or bad");
         break;
     }
   }
@@ -466,7 +489,8 @@ class Harness {
   // What a client that is still open must look like.
   void check_open(Slot& c) {
     const bool waiting = !core_.wants_input(c.id);
-    require(core_.queued_bytes(c.id) <= limits_.max_queued_reply_bytes, "queued replies over the cap");
+    require(core_.queued_bytes(c.id) <= limits_.max_queued_reply_bytes,
+            "queued replies over the cap");
     if (!c.hello_done) {
       require(!waiting && c.replies.empty(), "a client without a hello waits or has replies");
       return;
@@ -517,8 +541,7 @@ class Harness {
       if (k > 0 && k - 1 < c->requests.size() && c->requests[k - 1].op == op_add &&
           r.status == status_ok && r.payload.size() == 8) {
         const auto v = static_cast<int64_t>(get_u64(r.payload.data()));
-        const std::string t = std::to_string(v);
-        values_[c->requests[k - 1].key].insert(std::vector<uint8_t>(t.begin(), t.end()));
+        values_[c->requests[k - 1].key].insert(std::to_string(v));
       }
     }
     for (const auto& [c, k] : new_replies_) check_reply(*c, k);
@@ -534,7 +557,8 @@ class Harness {
     require(st.buffered_request_bytes <=
                 live * (kRequestHeaderBytes + limits_.max_key_bytes + limits_.max_value_bytes),
             "stats: buffered request bytes over one request per client");
-    require(st.admitted <= static_cast<size_t>(connects_) && st.closed <= static_cast<size_t>(connects_),
+    require(st.admitted <= static_cast<size_t>(connects_) &&
+                st.closed <= static_cast<size_t>(connects_),
             "stats: more admitted or closed than connected");
     require(st.told_of_abort <= st.admitted, "stats: told of the abort without being admitted");
     require(!reason_ || core_.aborted(), "answered aborted by a store that is not");
@@ -554,11 +578,12 @@ class Harness {
   std::array<std::optional<Slot>, kSlots> slots_;
   std::set<TcpStoreCore::ClientId> ids_;
   int connects_ = 0;
-  std::map<std::string, std::set<std::vector<uint8_t>>> values_;  // every value set, per key
-  std::set<std::string> counters_;                                // keys an add was sent for
-  std::set<std::vector<uint8_t>> reasons_;                        // every abort reason sent
-  std::optional<std::vector<uint8_t>> reason_;                    // the one the core answers with
-  std::vector<std::pair<Slot*, size_t>> new_replies_;             // this step's
+  // Values and reasons as byte strings.
+  std::map<std::string, std::set<std::string>> values_;  // every value set, per key
+  std::set<std::string> counters_;                       // keys an add was sent for
+  std::set<std::string> reasons_;                        // every abort reason sent
+  std::optional<std::string> reason_;                    // the one the core answers with
+  std::vector<std::pair<Slot*, size_t>> new_replies_;    // this step's
 };
 
 }  // namespace
@@ -571,7 +596,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_value_bytes = kValueCaps[(data[1] >> 2) & 3];
   limits.max_queued_reply_bytes = kQueueCaps[(data[1] >> 4) & 3];
   limits.max_stored_bytes = kStoredCaps[(data[1] >> 6) & 3];
-  const Deadline start{Deadline::duration(Deadline::max().time_since_epoch().count() / 255 * data[2])};
+  const Deadline start{
+      Deadline::duration(Deadline::max().time_since_epoch().count() / 255 * data[2])};
   Harness h((data[0] & 1) != 0, limits, start);
   h.run(in);
   return 0;
