@@ -222,7 +222,10 @@ void TcpStoreCore::handle_request(ClientId id, Client& c, uint8_t op, std::strin
         return;
       }
       c.waiting_key = std::move(key);
-      c.waiting_until = now + std::chrono::milliseconds(std::min(timeout_ms, kMaxWaitMs));
+      // Saturating: a timeout too long for the clock (CHORUS_TIMEOUT=inf
+      // sends about 2^63 ns) waits without a deadline.
+      const auto ms = std::min<uint64_t>(timeout_ms, std::chrono::milliseconds::max().count());
+      c.waiting_until = deadline_after(std::chrono::milliseconds(static_cast<int64_t>(ms)), now);
       return;
     }
     case op_add: {

@@ -62,9 +62,6 @@ Mac server_proof(std::string_view secret, const Nonce& server, const Nonce& clie
 
 // At most this many bytes of an abort reason are kept.
 inline constexpr size_t kMaxAbortReasonBytes = 4096;
-// A get waits at most this long, whatever timeout it asks for (so that the
-// deadline cannot overflow the clock).
-inline constexpr uint64_t kMaxWaitMs = uint64_t{30} * 24 * 3600 * 1000;
 
 }  // namespace store_wire
 
