@@ -20,17 +20,17 @@
 // Bytes sent are fed to receive() at once, in the pieces the steps make.
 //
 // After every step the target checks, for every client, what the core promises
-// (see check_all): the caps (stats and each client's queued bytes); the server
-// hello; the answer to the hello (admitted with the server's proof exactly when
-// the hello carried the proof of kSecret; a client never admitted gets no other
-// reply); one reply per request, in order, of a status and size its op allows
-// (a get's value is one that was set, or a counter; a timeout not before the
-// get's own deadline; one abort reason for everyone); a client that is not
-// waiting on a get has every complete request answered, and a malformed one
-// closes it; a closed client gets no more output; a client without a hello by
-// its deadline is closed at the next expire(); each close is reported once by
-// take_closed(). A violated check aborts with its name; any exception escapes
-// and counts as a crash.
+// (see check_all): the caps (stats, each client's queued bytes and all the
+// bytes the core holds for it); the server hello; the answer to the hello
+// (admitted with the server's proof exactly when the hello carried the proof of
+// kSecret; a client never admitted gets no other reply); one reply per request,
+// in order, of a status and size its op allows (a get's value is one that was
+// set, or a counter; a timeout not before the get's own deadline; one abort
+// reason for everyone); a client that is not waiting on a get has every
+// complete request answered, and a malformed one closes it; a closed client
+// gets no more output; a client without a hello by its deadline is closed at
+// the next expire(); each close is reported once by take_closed(). A violated
+// check aborts with its name; any exception escapes and counts as a crash.
 #include "core/deadline.h"
 #include "net/socket.h"
 #include "store/tcp_store_core.h"
@@ -191,7 +191,10 @@ class Harness {
       : secret_(secret ? std::string(kSecret) : std::string()),
         limits_(limits),
         core_(secret_, limits),
-        now_(start) {}
+        now_(start),
+        max_held_(std::max(kRequestHeaderBytes + limits.max_key_bytes + limits.max_value_bytes,
+                           kClientHelloBytes) +
+                  2 * limits.max_queued_reply_bytes) {}
 
   void run(Input& in) {
     while (!in.empty()) {
@@ -527,6 +530,8 @@ class Harness {
       if (!s) continue;
       ++live;
       queued += core_.queued_bytes(s->id);
+      require(core_.held_bytes(s->id) <= max_held_,
+              "a client holds more than a request and twice the reply cap");
       if (s->closed) {
         require(s->read + core_.output(s->id).size() <= s->stream_at_close,
                 "output for a closed client");
@@ -575,6 +580,7 @@ class Harness {
   TcpStoreLimits limits_;
   TcpStoreCore core_;
   Deadline now_;
+  size_t max_held_;  // what held_bytes() promises for one client
   std::array<std::optional<Slot>, kSlots> slots_;
   std::set<TcpStoreCore::ClientId> ids_;
   int connects_ = 0;

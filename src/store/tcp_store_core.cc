@@ -301,8 +301,15 @@ void TcpStoreCore::respond(ClientId id, Client& c, uint8_t status,
         false);
     return;
   }
+  // Release what was sent: all of it, or the sent bytes once they are as
+  // many as the queued ones (moving those costs no more than sending them
+  // did). A client that keeps reading all but the last bytes of its replies
+  // thus holds at most twice the cap, not every reply it was ever sent.
   if (c.out_sent == c.out.size()) {
     c.out.clear();
+    c.out_sent = 0;
+  } else if (c.out_sent >= queued(c)) {
+    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_sent));
     c.out_sent = 0;
   }
   uint8_t h[kResponseHeaderBytes];
@@ -439,6 +446,11 @@ TcpStoreCore::Stats TcpStoreCore::stats() const {
 size_t TcpStoreCore::queued_bytes(ClientId id) const {
   auto it = clients_.find(id);
   return it == clients_.end() ? 0 : queued(it->second);
+}
+
+size_t TcpStoreCore::held_bytes(ClientId id) const {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? 0 : it->second.in.size() + it->second.out.size();
 }
 
 }  // namespace chorus

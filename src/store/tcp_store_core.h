@@ -146,7 +146,12 @@ class TcpStoreCore {
   std::optional<Deadline> expire(Deadline now);
 
   Stats stats() const;
+  // Reply bytes queued for `id`, not yet sent.
   size_t queued_bytes(ClientId id) const;
+  // What the core holds for `id`: its request bytes not yet handled, and its
+  // reply buffer (queued bytes and sent ones not yet released). At most one
+  // request (or hello) and twice max_queued_reply_bytes.
+  size_t held_bytes(ClientId id) const;
   bool aborted() const { return aborted_.has_value(); }
 
  private:

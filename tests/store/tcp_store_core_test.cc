@@ -345,6 +345,34 @@ TEST(TcpStoreCore, CountersStayInsideInt64) {
   EXPECT_TRUE(core.wants_input(a));  // a refused add does not close the client
 }
 
+// A client that reads its replies but always leaves a byte of them unread:
+// what it has read is released, so that the core holds at most about twice
+// the cap for it, however many replies it asks for.
+TEST(TcpStoreCore, ASlowReaderHoldsAtMostTwiceTheReplyCap) {
+  TcpStoreLimits limits;
+  limits.max_value_bytes = 1000;
+  limits.max_queued_reply_bytes = 1100;  // a reply and the byte left unread
+  TcpStoreCore core("", limits);
+  const auto writer = admitted(core, "", 1);
+  const auto reader = admitted(core, "", 2);
+  std::vector<uint8_t> value(1000);
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<uint8_t>(i * 7);
+  core.receive(writer, request(op_set, "big", value), kT0);
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_FALSE(core.receive(reader, request(op_get, "big", {}), kT0).close);
+    const auto out = core.output(reader);
+    got.insert(got.end(), out.begin(), out.end() - 1);
+    core.sent(reader, out.size() - 1);
+    EXPECT_LE(core.held_bytes(reader), 2 * limits.max_queued_reply_bytes) << "after " << i + 1;
+  }
+  const auto rest = core.take_output(reader);
+  got.insert(got.end(), rest.begin(), rest.end());
+  const auto r = replies(got);
+  ASSERT_EQ(r.size(), 50u);
+  for (const auto& one : r) EXPECT_EQ(one.payload, std::string(value.begin(), value.end()));
+}
+
 TEST(TcpStoreCore, AbortAnswersEveryWaiterAndEveryLaterRequest) {
   TcpStoreCore core("");
   const auto a = admitted(core, "", 1);
