@@ -304,7 +304,7 @@ class Harness {
   void read(size_t s, uint8_t n) {
     Slot* c = slot(s);
     if (!c) return;
-    collect(*c);  // what this step queued, before it is read
+    collect(*c, core_.output(c->id), core_.wants_input(c->id));  // before it is read
     const size_t queued = core_.output(c->id).size();
     const size_t k = n == 0 ? queued : std::min<size_t>(n, queued);
     if (n == 0) {
@@ -376,14 +376,12 @@ class Harness {
 
   // Appends what the core queued for c since the last step to c.stream and
   // splits it into the hello and replies.
-  void collect(Slot& c) {
-    const auto out = core_.output(c.id);
+  void collect(Slot& c, std::span<const uint8_t> out, bool wants_input) {
     const size_t seen = c.read + out.size();
     if (seen < c.stream.size()) {
       // Queued replies are dropped only by a close.
-      require(c.closed || core_.queued_bytes(c.id) == 0, "queued replies vanished");
       require(out.empty(), "queued replies shrank without being dropped");
-      require(!core_.wants_input(c.id), "replies dropped from a client that is not closed");
+      require(!wants_input, "replies dropped from a client that is not closed");
       mark_closed(c);
       c.stream.resize(c.read);
       c.parsed = std::min(c.parsed, c.read);
@@ -490,10 +488,9 @@ class Harness {
   }
 
   // What a client that is still open must look like.
-  void check_open(Slot& c) {
-    const bool waiting = !core_.wants_input(c.id);
-    require(core_.queued_bytes(c.id) <= limits_.max_queued_reply_bytes,
-            "queued replies over the cap");
+  void check_open(Slot& c, size_t queued, bool wants_input) {
+    const bool waiting = !wants_input;
+    require(queued <= limits_.max_queued_reply_bytes, "queued replies over the cap");
     if (!c.hello_done) {
       require(!waiting && c.replies.empty(), "a client without a hello waits or has replies");
       return;
@@ -526,18 +523,23 @@ class Harness {
       mark_closed(*c);
     }
     size_t live = 0, queued = 0;
-    for (auto& s : slots_) {
+    std::array<size_t, kSlots> slot_queued{};
+    std::array<bool, kSlots> slot_wants{};
+    for (size_t i = 0; i < kSlots; ++i) {
+      auto& s = slots_[i];
       if (!s) continue;
       ++live;
-      queued += core_.queued_bytes(s->id);
+      const auto out = core_.output(s->id);
+      slot_queued[i] = out.size();
+      slot_wants[i] = core_.wants_input(s->id);
+      queued += out.size();
       require(core_.held_bytes(s->id) <= max_held_,
               "a client holds more than a request and twice the reply cap");
       if (s->closed) {
-        require(s->read + core_.output(s->id).size() <= s->stream_at_close,
-                "output for a closed client");
-        require(!core_.wants_input(s->id), "a closed client wants input");
+        require(s->read + out.size() <= s->stream_at_close, "output for a closed client");
+        require(!slot_wants[i], "a closed client wants input");
       }
-      collect(*s);
+      collect(*s, out, slot_wants[i]);
     }
     // Counters first, so that a get answered in the same step as the add
     // that set its value finds it.
@@ -551,8 +553,8 @@ class Harness {
     }
     for (const auto& [c, k] : new_replies_) check_reply(*c, k);
     new_replies_.clear();
-    for (auto& s : slots_)
-      if (s && !s->closed) check_open(*s);
+    for (size_t i = 0; i < kSlots; ++i)
+      if (slots_[i] && !slots_[i]->closed) check_open(*slots_[i], slot_queued[i], slot_wants[i]);
     const auto st = core_.stats();
     require(st.clients == live, "stats: clients");
     require(st.queued_bytes == queued, "stats: queued bytes");
