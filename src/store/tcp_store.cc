@@ -313,7 +313,8 @@ std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const
   std::memcpy(msg.data() + kRequestHeaderBytes, key.data(), key.size());
   if (value_bytes > 0)
     std::memcpy(msg.data() + kRequestHeaderBytes + key.size(), value, value_bytes);
-  const Deadline io_deadline = std::max(deadline, now) + kResponseGrace;
+  // Saturating: a get without a deadline (Deadline::max()) has none here either.
+  const Deadline io_deadline = deadline_after(kResponseGrace, std::max(deadline, now));
   std::string error;
   uint8_t h[kResponseHeaderBytes];
   bool ok = write_all(fd_.get(), msg.data(), msg.size(), io_deadline, where_, error) &&

@@ -222,7 +222,10 @@ void TcpStoreCore::handle_request(ClientId id, Client& c, uint8_t op, std::strin
         return;
       }
       c.waiting_key = std::move(key);
-      c.waiting_until = now + std::chrono::milliseconds(std::min(timeout_ms, kMaxWaitMs));
+      // Saturating: a timeout too long for the clock (CHORUS_TIMEOUT=inf
+      // sends about 2^63 ns) waits without a deadline.
+      const auto ms = std::min<uint64_t>(timeout_ms, std::chrono::milliseconds::max().count());
+      c.waiting_until = deadline_after(std::chrono::milliseconds(static_cast<int64_t>(ms)), now);
       return;
     }
     case op_add: {
@@ -298,8 +301,15 @@ void TcpStoreCore::respond(ClientId id, Client& c, uint8_t status,
         false);
     return;
   }
+  // Release what was sent: all of it, or the sent bytes once they are as
+  // many as the queued ones (moving those costs no more than sending them
+  // did). A client that keeps reading all but the last bytes of its replies
+  // thus holds at most twice the cap, not every reply it was ever sent.
   if (c.out_sent == c.out.size()) {
     c.out.clear();
+    c.out_sent = 0;
+  } else if (c.out_sent >= queued(c)) {
+    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_sent));
     c.out_sent = 0;
   }
   uint8_t h[kResponseHeaderBytes];
@@ -436,6 +446,11 @@ TcpStoreCore::Stats TcpStoreCore::stats() const {
 size_t TcpStoreCore::queued_bytes(ClientId id) const {
   auto it = clients_.find(id);
   return it == clients_.end() ? 0 : queued(it->second);
+}
+
+size_t TcpStoreCore::held_bytes(ClientId id) const {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? 0 : it->second.in.size() + it->second.out.size();
 }
 
 }  // namespace chorus

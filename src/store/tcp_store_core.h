@@ -62,9 +62,6 @@ Mac server_proof(std::string_view secret, const Nonce& server, const Nonce& clie
 
 // At most this many bytes of an abort reason are kept.
 inline constexpr size_t kMaxAbortReasonBytes = 4096;
-// A get waits at most this long, whatever timeout it asks for (so that the
-// deadline cannot overflow the clock).
-inline constexpr uint64_t kMaxWaitMs = uint64_t{30} * 24 * 3600 * 1000;
 
 }  // namespace store_wire
 
@@ -149,7 +146,12 @@ class TcpStoreCore {
   std::optional<Deadline> expire(Deadline now);
 
   Stats stats() const;
+  // Reply bytes queued for `id`, not yet sent.
   size_t queued_bytes(ClientId id) const;
+  // What the core holds for `id`: its request bytes not yet handled, and its
+  // reply buffer (queued bytes and sent ones not yet released). At most one
+  // request (or hello) and twice max_queued_reply_bytes.
+  size_t held_bytes(ClientId id) const;
   bool aborted() const { return aborted_.has_value(); }
 
  private:

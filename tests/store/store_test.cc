@@ -88,6 +88,28 @@ TEST_P(StoreTest, GetWaitsForALaterSet) {
   t.join();
 }
 
+// Deadline::max() is what CHORUS_TIMEOUT=inf gives: no deadline, not one
+// that overflows into the past.
+TEST_P(StoreTest, GetWithoutADeadlineWaitsForALaterSet) {
+  auto reader = env_.client();
+  auto writer = env_.client();
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    writer->set("late", bytes("here"));
+  });
+  std::vector<uint8_t> got;
+  std::string error;
+  try {
+    got = reader->get("late", Deadline::max());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  t.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(got, bytes("here"));
+  reader->wait({"late"}, Deadline::max());
+}
+
 TEST_P(StoreTest, GetAndWaitTimeOutNamingTheKey) {
   auto s = env_.client();
   const auto start = Clock::now();

@@ -274,6 +274,105 @@ TEST(TcpStoreCore, OversizedOrMalformedRequestsCloseTheClient) {
   EXPECT_LE(core.stats().stored_bytes, limits.max_stored_bytes);
 }
 
+TEST(TcpStoreCore, AGetsDeadlineSaturatesInsteadOfOverflowing) {
+  // The largest timeout the wire can say, on a clock near its end: no
+  // deadline at all, not one that wrapped into the past.
+  {
+    TcpStoreCore core("");
+    const Deadline late = Deadline::max() - 1s;
+    const auto a = admitted(core, "", 1);
+    const auto b = admitted(core, "", 2);
+    core.receive(a, request(op_get, "k", {}, UINT64_MAX), late);
+    EXPECT_EQ(core.expire(late), Deadline::max());
+    EXPECT_TRUE(core.take_output(a).empty());
+    EXPECT_FALSE(core.wants_input(a));
+    core.receive(b, request(op_set, "k", bytes("v")), late);
+    const auto r = replies(core.take_output(a));
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, status_ok);
+    EXPECT_EQ(r[0].payload, "v");
+  }
+  // A timeout of about 35 years is not cut short (to 30 days, as it once was).
+  {
+    TcpStoreCore core("");
+    const auto a = admitted(core, "", 1);
+    core.receive(a, request(op_get, "k", {}, uint64_t{1} << 40), kT0);
+    EXPECT_EQ(core.expire(kT0 + 24h * 365), kT0 + std::chrono::milliseconds(int64_t{1} << 40));
+    EXPECT_TRUE(core.take_output(a).empty());
+    core.expire(kT0 + std::chrono::milliseconds(int64_t{1} << 40));
+    const auto r = replies(core.take_output(a));
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, status_timeout);
+  }
+}
+
+TEST(TcpStoreCore, CountersStayInsideInt64) {
+  TcpStoreCore core("");
+  const auto a = admitted(core, "", 1);
+  const auto add = [&](const std::string& key, int64_t d) {
+    std::vector<uint8_t> delta(8);
+    put_u64(delta.data(), static_cast<uint64_t>(d));
+    EXPECT_FALSE(core.receive(a, request(op_add, key, delta), kT0).close);
+    const auto r = replies(core.take_output(a));
+    EXPECT_EQ(r.size(), 1u);
+    return r.at(0);
+  };
+  const auto set = [&](const std::string& key, const std::string& v) {
+    core.receive(a, request(op_set, key, bytes(v)), kT0);
+    core.take_output(a);
+  };
+  // Text past the int64 range is no counter.
+  set("big", "9223372036854775808");
+  auto r = add("big", 1);
+  EXPECT_EQ(r.status, status_bad);
+  EXPECT_NE(r.payload.find("not an integer"), std::string::npos) << r.payload;
+  // The extremes are counters; a step past them is refused, the value kept.
+  set("min", "-9223372036854775808");
+  r = add("min", -1);
+  EXPECT_EQ(r.status, status_bad);
+  EXPECT_NE(r.payload.find("overflows 64 bits"), std::string::npos) << r.payload;
+  r = add("min", 1);
+  ASSERT_EQ(r.status, status_ok);
+  EXPECT_EQ(static_cast<int64_t>(get_u64(reinterpret_cast<const uint8_t*>(r.payload.data()))),
+            INT64_MIN + 1);
+  EXPECT_EQ(add("max", INT64_MAX).status, status_ok);
+  EXPECT_EQ(add("max", 1).status, status_bad);
+  EXPECT_EQ(add("max", INT64_MIN).status, status_ok);  // -1
+  core.receive(a, request(op_get, "max", {}), kT0);
+  const auto got = replies(core.take_output(a));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].payload, "-1");
+  EXPECT_TRUE(core.wants_input(a));  // a refused add does not close the client
+}
+
+// A client that reads its replies but always leaves a byte of them unread:
+// what it has read is released, so that the core holds at most about twice
+// the cap for it, however many replies it asks for.
+TEST(TcpStoreCore, ASlowReaderHoldsAtMostTwiceTheReplyCap) {
+  TcpStoreLimits limits;
+  limits.max_value_bytes = 1000;
+  limits.max_queued_reply_bytes = 1100;  // a reply and the byte left unread
+  TcpStoreCore core("", limits);
+  const auto writer = admitted(core, "", 1);
+  const auto reader = admitted(core, "", 2);
+  std::vector<uint8_t> value(1000);
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<uint8_t>(i * 7);
+  core.receive(writer, request(op_set, "big", value), kT0);
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_FALSE(core.receive(reader, request(op_get, "big", {}), kT0).close);
+    const auto out = core.output(reader);
+    got.insert(got.end(), out.begin(), out.end() - 1);
+    core.sent(reader, out.size() - 1);
+    EXPECT_LE(core.held_bytes(reader), 2 * limits.max_queued_reply_bytes) << "after " << i + 1;
+  }
+  const auto rest = core.take_output(reader);
+  got.insert(got.end(), rest.begin(), rest.end());
+  const auto r = replies(got);
+  ASSERT_EQ(r.size(), 50u);
+  for (const auto& one : r) EXPECT_EQ(one.payload, std::string(value.begin(), value.end()));
+}
+
 TEST(TcpStoreCore, AbortAnswersEveryWaiterAndEveryLaterRequest) {
   TcpStoreCore core("");
   const auto a = admitted(core, "", 1);
