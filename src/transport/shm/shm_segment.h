@@ -43,7 +43,7 @@ namespace chorus::shm {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr size_t kReasonBytes = 512;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -89,6 +89,10 @@ struct alignas(kCacheLine) SegmentHeader {
   std::atomic<uint32_t> collectives{0};  // number of its last collective call
   std::atomic<uint64_t> call[3] = {};    // its last call's CallStamp
   std::atomic<int64_t> alive_ns{0};      // steady clock: when it last polled
+  // Set by a peer after it set its own `aborted`: the owner then looks for
+  // which one. One word on the owner's own line, so that the owner's check at
+  // every call start costs no load from another rank's segment.
+  std::atomic<uint32_t> peer_aborted{0};
 };
 static_assert(sizeof(CallStamp) == 3 * sizeof(uint64_t));
 

@@ -85,6 +85,7 @@ constexpr std::chrono::microseconds kPausePhase{5};
 // sees a message within ~50 ns of its arrival, where the earlier bursts of
 // 16 pauses added ~0.2 us on average to every small message.
 constexpr int kPollsPerClockRead = 8;
+constexpr uint32_t kAliveStride = 64;
 // isend publishes messages up to this size itself (a copy of a few
 // microseconds at most); larger ones wait for the next progress pass, so
 // that isend stays cheap.
@@ -207,10 +208,10 @@ class ShmTransport final : public Transport {
     if (!stamp.point_to_point()) own_->collectives.store(stamp.seq, std::memory_order_release);
     own_->call_version.store(v + 2, std::memory_order_release);
     // A peer that aborted fails this call now, even one this call would not
-    // exchange a message with. (The flags' lines change only on abort, so
-    // these loads hit the cache.)
-    for (const Peer& p : peers_)
-      if (p.header != nullptr) check_not_aborted(p);
+    // exchange a message with. It flagged this rank's own header first.
+    if (own_->peer_aborted.load(std::memory_order_acquire) != 0)
+      for (const Peer& p : peers_)
+        if (p.header != nullptr) check_not_aborted(p);
   }
 
   std::vector<PeerProgress> peer_progress(Deadline) override {
@@ -246,7 +247,10 @@ class ShmTransport final : public Transport {
       std::this_thread::sleep_until(deadline);
       return;
     }
-    own_->alive_ns.store(steady_ns(), std::memory_order_relaxed);
+    // Liveness for stall reports: a clock read costs as much as a whole
+    // small message, so a wait that completes at once stamps it only every
+    // kAliveStride-th time; one that spins stamps it below.
+    if (++waits_ % kAliveStride == 0) own_->alive_ns.store(steady_ns(), std::memory_order_relaxed);
     progress(done);
     if (done.size() > before || interrupted()) return;
 
@@ -266,6 +270,7 @@ class ShmTransport final : public Transport {
       }
     }
     const auto start = Clock::now();
+    own_->alive_ns.store(to_ns(start), std::memory_order_relaxed);
     const auto spin_end = start + spin_;
     if (!oversubscribed_) {
       // A rank bound to a core no other rank may use spins its whole budget
@@ -319,6 +324,8 @@ class ShmTransport final : public Transport {
     own_->reason[n] = '\0';
     // 1 + the cause's code, so that 0 stays "not aborted".
     own_->aborted.store(1 + static_cast<uint32_t>(cause), std::memory_order_release);
+    for (const Peer& p : peers_)
+      if (p.header != nullptr) p.header->peer_aborted.store(1, std::memory_order_release);
     ring_everyone();
   }
 
@@ -557,6 +564,9 @@ class ShmTransport final : public Transport {
                    stamp.seq, ": ", describe(stamp, ""), ")");
   }
 
+  static int64_t to_ns(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
   static int64_t steady_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
         .count();
@@ -662,6 +672,7 @@ class ShmTransport final : public Transport {
   // More ranks than the CPUs they may use together: a spinning rank can hold
   // the core the sender needs, so every spin iteration yields.
   bool oversubscribed_ = false;
+  uint32_t waits_ = 0;  // wait_some calls, for the stride of liveness stamps
   // This rank may run on one CPU only, and no other rank may run there.
   bool dedicated_core_ = false;
   bool cma_enabled_ = false;
