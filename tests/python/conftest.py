@@ -20,7 +20,7 @@ import pytest
 WORKERS = pathlib.Path(__file__).resolve().parent / "workers"
 
 
-def _env(name):
+def env_var(name):
     value = os.environ.get(name)
     if not value:
         pytest.fail(f"{name} is not set: run these tests through ctest (make test)")
@@ -33,7 +33,7 @@ def python():
 
 def launch(n, worker, *args, transport=None, timeout=600, extra_env=None):
     """Runs `chorus-run -n N [--transport T] python workers/<worker> args...`."""
-    cmd = [_env("CHORUS_RUN"), "-n", str(n)]
+    cmd = [env_var("CHORUS_RUN"), "-n", str(n)]
     if transport:
         cmd += ["--transport", transport]
     cmd += [python(), str(WORKERS / worker), *map(str, args)]

@@ -5,12 +5,12 @@ import os
 import pathlib
 import subprocess
 
-from conftest import _env, python
+from conftest import env_var, python
 
 
 def test_installed_package_imports_and_runs(tmp_path):
     prefix = tmp_path / "prefix"
-    subprocess.run(["cmake", "--install", _env("CHORUS_BUILD"), "--prefix", str(prefix)],
+    subprocess.run(["cmake", "--install", env_var("CHORUS_BUILD"), "--prefix", str(prefix)],
                    check=True, capture_output=True, text=True)
     site = prefix / "lib" / "python3" / "dist-packages"
     for f in ["chorus/__init__.py", "chorus/torch/__init__.py"]:

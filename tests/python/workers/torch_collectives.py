@@ -1,6 +1,7 @@
 """One rank of the torch backend's tests (run under chorus-run, N = 2 or 3).
 
     torch_collectives.py env            init_process_group("chorus") from env://
+    torch_collectives.py torchrun       the same under torchrun, a few calls only
     torch_collectives.py file PATH      ... init_method="file://PATH"
     torch_collectives.py tcp PORT       ... init_method="tcp://127.0.0.1:PORT"
 
@@ -248,7 +249,7 @@ def other_tensors(suite):
 def main():
     how = sys.argv[1]
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if how == "env":
+    if how in ("env", "torchrun"):
         dist.init_process_group("chorus")
     elif how == "file":
         dist.init_process_group("chorus", init_method=f"file://{sys.argv[2]}", rank=rank,
