@@ -1,6 +1,7 @@
 """Ctrl-C in a blocked call (run under chorus-run -n 2).
 
-Round 1: rank 0 blocks in a receive from rank 1, which never sends; a thread
+Round 0: rank 0 alone starts a job of two ranks whose second never comes;
+init() waits for it until Ctrl-C. Round 1: rank 0 blocks in a receive from rank 1, which never sends; a thread
 of rank 0 sends it SIGINT, as Ctrl-C does. The call must raise
 KeyboardInterrupt from inside the receive and abort the communicator: rank
 1, blocked in a receive from rank 0, raises AbortedError naming the
@@ -12,8 +13,10 @@ the signal would end in chorus.TimeoutError instead.
 """
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -64,6 +67,13 @@ def main():
     assert sync.size == 2, "run with -n 2"
     rank = sync.rank
 
+    # Round 0: a start-up that waits for a rank that never comes. Its own
+    # timeout (1 s) ends the start-up left behind soon after.
+    if rank == 0:
+        lonely = tempfile.mkdtemp(prefix="chorus-interrupt-")
+        interrupted(lambda: chorus.init(rank=0, world_size=2, store=f"file://{lonely}/store",
+                                        timeout=1.0))
+
     # Round 1: a blocked receive.
     comm = chorus.init()
     sync.barrier()
@@ -85,6 +95,9 @@ def main():
         sync.recv(np.zeros(1), 0, timeout=120)
     comm.close()
     sync.close()
+    if rank == 0:
+        time.sleep(1.5)  # the start-up of round 0 has given up by now
+        shutil.rmtree(lonely, ignore_errors=True)
     print(f"numpy_interrupt OK rank {rank}", flush=True)
     return 0
 
