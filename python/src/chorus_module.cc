@@ -372,7 +372,10 @@ class PyCommunicator {
   ~PyCommunicator() {
     // Garbage collected without close(): the communicator goes first, so that
     // nothing moves into the buffers that the pending calls release after it.
-    comm_.reset();
+    if (comm_) {
+      py::gil_scoped_release nogil;  // destruction says goodbye to the peers
+      comm_.reset();
+    }
     pending_.clear();
   }
 
