@@ -9,7 +9,9 @@ interrupt. Round 2: the same with rank 0 blocked in an AllReduce that rank 1
 never joins (rank 1 waits on another communicator meanwhile).
 
 Every call's timeout (120 s) is far beyond the test's: a call that ignored
-the signal would end in chorus.TimeoutError instead.
+the signal would end in chorus.TimeoutError instead. The thread that sends
+SIGINT is Python code: it runs only because the blocked call released the
+GIL (a call that held it would never be interrupted, and time out).
 """
 
 import os
