@@ -10,8 +10,9 @@ from conftest import env_var, python
 
 def test_installed_package_imports_and_runs(tmp_path):
     prefix = tmp_path / "prefix"
-    subprocess.run(["cmake", "--install", env_var("CHORUS_BUILD"), "--prefix", str(prefix)],
-                   check=True, capture_output=True, text=True)
+    install = subprocess.run(["cmake", "--install", env_var("CHORUS_BUILD"), "--prefix", str(prefix)],
+                             capture_output=True, text=True)
+    assert install.returncode == 0, f"cmake --install failed:\n{install.stdout}{install.stderr}"
     site = prefix / "lib" / "python3" / "dist-packages"
     for f in ["chorus/__init__.py", "chorus/torch/__init__.py"]:
         assert (site / f).is_file(), f
