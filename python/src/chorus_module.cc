@@ -62,13 +62,19 @@ struct ErrorTypes {
 
   py::handle for_code(ErrorCode code) const {
     switch (code) {
-      case ErrorCode::invalid_argument: return invalid_argument;
-      case ErrorCode::timeout: return timeout;
-      case ErrorCode::peer_failure: return peer_failure;
-      case ErrorCode::mismatch: return mismatch;
-      case ErrorCode::aborted: return aborted;
+      case ErrorCode::invalid_argument:
+        return invalid_argument;
+      case ErrorCode::timeout:
+        return timeout;
+      case ErrorCode::peer_failure:
+        return peer_failure;
+      case ErrorCode::mismatch:
+        return mismatch;
+      case ErrorCode::aborted:
+        return aborted;
       case ErrorCode::system:
-      case ErrorCode::internal: break;
+      case ErrorCode::internal:
+        break;
     }
     return base;
   }
@@ -138,7 +144,8 @@ class BufferView {
     const std::optional<DataType> t = parse_format();
     if (!t) {
       std::string dtype = view_.format ? std::string("buffer format '") + view_.format + "'" : "";
-      if (py::hasattr(obj, "dtype")) dtype = "dtype " + py::str(obj.attr("dtype")).cast<std::string>();
+      if (py::hasattr(obj, "dtype"))
+        dtype = "dtype " + py::str(obj.attr("dtype")).cast<std::string>();
       release();
       invalid(who + " has " + dtype +
               ", which chorus does not support; supported: int8, uint8, int32, uint32, int64, "
@@ -357,7 +364,8 @@ class PyCommunicator;
 
 class PyWork {
  public:
-  PyWork(py::object comm, std::shared_ptr<AsyncOp> op) : comm_(std::move(comm)), op_(std::move(op)) {}
+  PyWork(py::object comm, std::shared_ptr<AsyncOp> op)
+      : comm_(std::move(comm)), op_(std::move(op)) {}
   py::object wait(std::optional<double> timeout);
   bool done();
 
@@ -503,8 +511,9 @@ class PyCommunicator {
     explicit Busy(PyCommunicator& c) : c_(c) {
       c_.live();
       if (c_.busy_)
-        invalid("this communicator is in use by another thread (a communicator is used by one "
-                "thread at a time)");
+        invalid(
+            "this communicator is in use by another thread (a communicator is used by one "
+            "thread at a time)");
       c_.busy_ = true;
     }
     ~Busy() { c_.busy_ = false; }
@@ -563,7 +572,8 @@ class PyCommunicator {
       waiter_->start(&work);
       while (true) {
         auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(kSignalSlice);
-        if (give_up) slice = std::min(slice, std::max(std::chrono::nanoseconds(0), *give_up - Clock::now()));
+        if (give_up)
+          slice = std::min(slice, std::max(std::chrono::nanoseconds(0), *give_up - Clock::now()));
         if (waiter_->wait_for(slice)) break;
         if (give_up && Clock::now() >= *give_up) {
           end = WaitEnd::timed_out;
@@ -600,7 +610,9 @@ py::object PyWork::wait(std::optional<double> timeout) {
   return comm_.cast<PyCommunicator&>().wait_op(*op_, timeout);
 }
 
-bool PyWork::done() { return comm_.cast<PyCommunicator&>().done_op(*op_); }
+bool PyWork::done() {
+  return comm_.cast<PyCommunicator&>().done_op(*op_);
+}
 
 // --- the calls -------------------------------------------------------------------
 
@@ -764,8 +776,9 @@ std::shared_ptr<PyCommunicator> init(std::optional<int> rank, std::optional<int>
                                      std::optional<double> timeout) {
   const bool explicit_job = rank || world_size || store;
   if (explicit_job && !(rank && world_size && store))
-    invalid("init: give rank, world_size and store together, or none of them (then they come "
-            "from the environment)");
+    invalid(
+        "init: give rank, world_size and store together, or none of them (then they come "
+        "from the environment)");
   InitOptions options;
   if (explicit_job) {
     options.rank = *rank;
@@ -823,17 +836,16 @@ PYBIND11_MODULE(_chorus, m) {
   m.attr("__version__") = CHORUS_VERSION;
 
   ErrorTypes& types = error_types();
-  types.base = new_exception(m, "Error", "Base class of every error chorus raises.",
-                             {PyExc_RuntimeError});
-  types.invalid_argument = new_exception(
-      m, "InvalidArgument", "Bad call arguments, raised before any byte moves.",
-      {types.base, PyExc_ValueError});
+  types.base =
+      new_exception(m, "Error", "Base class of every error chorus raises.", {PyExc_RuntimeError});
+  types.invalid_argument =
+      new_exception(m, "InvalidArgument", "Bad call arguments, raised before any byte moves.",
+                    {types.base, PyExc_ValueError});
   types.timeout = new_exception(m, "TimeoutError", "A call passed its deadline.", {types.base});
   types.peer_failure = new_exception(
-      m, "PeerFailure", "A peer died, closed its connection or failed its own call.",
-      {types.base});
-  types.mismatch = new_exception(
-      m, "MismatchError", "Ranks disagree (sizes, types, world size).", {types.base});
+      m, "PeerFailure", "A peer died, closed its connection or failed its own call.", {types.base});
+  types.mismatch =
+      new_exception(m, "MismatchError", "Ranks disagree (sizes, types, world size).", {types.base});
   types.aborted = new_exception(m, "AbortedError", "The communicator was aborted.", {types.base});
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -879,7 +891,8 @@ PYBIND11_MODULE(_chorus, m) {
           "allreduce",
           [](py::object self, py::handle x, py::handle op, py::object out,
              std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op) {
-            return allreduce(std::move(self), x, op, std::move(out), {algorithm, timeout, async_op});
+            return allreduce(std::move(self), x, op, std::move(out),
+                             {algorithm, timeout, async_op});
           },
           py::arg("x"), py::arg("op") = "sum", py::kw_only(), py::arg("out") = py::none(),
           py::arg("algorithm") = py::none(), py::arg("timeout") = py::none(),
@@ -940,13 +953,17 @@ PYBIND11_MODULE(_chorus, m) {
       .def(
           "barrier",
           [](py::object self, std::optional<std::string> algorithm, std::optional<double> timeout,
-             bool async_op) { return barrier(std::move(self), {algorithm, timeout, async_op}); },
+             bool async_op) {
+            return barrier(std::move(self), {algorithm, timeout, async_op});
+          },
           py::kw_only(), py::arg("algorithm") = py::none(), py::arg("timeout") = py::none(),
           py::arg("async_op") = false, "Returns once every rank has entered the barrier.")
       .def(
           "send",
           [](py::object self, py::handle x, int peer, std::optional<double> timeout,
-             bool async_op) { return send(std::move(self), x, peer, {{}, timeout, async_op}); },
+             bool async_op) {
+            return send(std::move(self), x, peer, {{}, timeout, async_op});
+          },
           py::arg("x"), py::arg("peer"), py::kw_only(), py::arg("timeout") = py::none(),
           py::arg("async_op") = false,
           "Sends x to peer; the k-th send to a peer matches its k-th recv from this rank.")

@@ -26,10 +26,10 @@
 
 #include <chorus/chorus.h>
 
+#include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/csrc/utils/pybind.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -182,15 +182,24 @@ Communicator connect(const c10::intrusive_ptr<c10d::Store>& c10d_store, int rank
 
 std::optional<DataType> chorus_type(at::ScalarType t) {
   switch (t) {
-    case at::kChar: return DataType::int8;
-    case at::kByte: return DataType::uint8;
-    case at::kInt: return DataType::int32;
-    case at::kLong: return DataType::int64;
-    case at::kHalf: return DataType::float16;
-    case at::kBFloat16: return DataType::bfloat16;
-    case at::kFloat: return DataType::float32;
-    case at::kDouble: return DataType::float64;
-    default: return std::nullopt;
+    case at::kChar:
+      return DataType::int8;
+    case at::kByte:
+      return DataType::uint8;
+    case at::kInt:
+      return DataType::int32;
+    case at::kLong:
+      return DataType::int64;
+    case at::kHalf:
+      return DataType::float16;
+    case at::kBFloat16:
+      return DataType::bfloat16;
+    case at::kFloat:
+      return DataType::float32;
+    case at::kDouble:
+      return DataType::float64;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -223,18 +232,37 @@ Elements elements(const at::Tensor& t, const std::string& call, bool reduces) {
 
 ReduceOp chorus_op(const c10d::ReduceOp& op, const std::string& call) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ReduceOp::sum;
-    case c10d::ReduceOp::PRODUCT: return ReduceOp::prod;
-    case c10d::ReduceOp::MIN: return ReduceOp::min;
-    case c10d::ReduceOp::MAX: return ReduceOp::max;
-    case c10d::ReduceOp::AVG: return ReduceOp::avg;
-    case c10d::ReduceOp::BAND: unsupported(call, "ReduceOp.BAND is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
-    case c10d::ReduceOp::BOR: unsupported(call, "ReduceOp.BOR is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
-    case c10d::ReduceOp::BXOR: unsupported(call, "ReduceOp.BXOR is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
-    case c10d::ReduceOp::PREMUL_SUM: unsupported(call, "ReduceOp.PREMUL_SUM is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
-    case c10d::ReduceOp::UNUSED: break;
+    case c10d::ReduceOp::SUM:
+      return ReduceOp::sum;
+    case c10d::ReduceOp::PRODUCT:
+      return ReduceOp::prod;
+    case c10d::ReduceOp::MIN:
+      return ReduceOp::min;
+    case c10d::ReduceOp::MAX:
+      return ReduceOp::max;
+    case c10d::ReduceOp::AVG:
+      return ReduceOp::avg;
+    case c10d::ReduceOp::BAND:
+      unsupported(
+          call,
+          "ReduceOp.BAND is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
+    case c10d::ReduceOp::BOR:
+      unsupported(
+          call,
+          "ReduceOp.BOR is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
+    case c10d::ReduceOp::BXOR:
+      unsupported(
+          call,
+          "ReduceOp.BXOR is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
+    case c10d::ReduceOp::PREMUL_SUM:
+      unsupported(call,
+                  "ReduceOp.PREMUL_SUM is not supported; chorus reduces with SUM, PRODUCT, MIN, "
+                  "MAX and AVG");
+    case c10d::ReduceOp::UNUSED:
+      break;
   }
-  unsupported(call, "ReduceOp value " + std::to_string(static_cast<int>(op.op_)) + " is not supported");
+  unsupported(call,
+              "ReduceOp value " + std::to_string(static_cast<int>(op.op_)) + " is not supported");
 }
 
 // A tensor's memory as chorus sees it: the tensor itself when contiguous,
@@ -260,7 +288,8 @@ Staged stage(const at::Tensor& t, Use use) {
 
 at::Tensor& single(std::vector<at::Tensor>& tensors, const std::string& call) {
   if (tensors.size() != 1)
-    unsupported(call, "takes exactly one tensor per process, got " + std::to_string(tensors.size()));
+    unsupported(call,
+                "takes exactly one tensor per process, got " + std::to_string(tensors.size()));
   check_tensor(tensors[0], call);
   return tensors[0];
 }
@@ -493,8 +522,8 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
     return enqueue(
         c10d::OpType::_ALLGATHER_BASE, call, {output}, false,
         [=](Communicator& c, std::vector<CallHandle>& calls) {
-          calls.push_back(submit(c, {Collective::allgather, src.data(), dst.data(), e.count,
-                                     e.type, ReduceOp::sum, 0, &options}));
+          calls.push_back(submit(c, {Collective::allgather, src.data(), dst.data(), e.count, e.type,
+                                     ReduceOp::sum, 0, &options}));
         },
         [dst] { dst.write_back(); });
   }
@@ -564,10 +593,11 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
     const Staged src = stage(input, Use::read);
     if (output_splits.empty() && input_splits.empty()) {
       if (input.numel() % size_ != 0 || output.numel() != input.numel())
-        unsupported(call, "equal splits need input and output of the same number of elements, a "
-                          "multiple of the group size " + std::to_string(size_) + " (input " +
-                          std::to_string(input.numel()) + ", output " +
-                          std::to_string(output.numel()) + ")");
+        unsupported(call,
+                    "equal splits need input and output of the same number of elements, a "
+                    "multiple of the group size " +
+                        std::to_string(size_) + " (input " + std::to_string(input.numel()) +
+                        ", output " + std::to_string(output.numel()) + ")");
       Elements e = elements(input, call, false);
       e.count /= static_cast<size_t>(size_);
       return enqueue(
@@ -620,8 +650,10 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
               std::memmove(dst[u].data(), src[u].data(), src[u].buffer.nbytes());
               continue;
             }
-            calls.push_back(c.isend(src[u].data(), src[u].buffer.nbytes(), DataType::uint8, j, options));
-            calls.push_back(c.irecv(dst[u].data(), dst[u].buffer.nbytes(), DataType::uint8, j, options));
+            calls.push_back(
+                c.isend(src[u].data(), src[u].buffer.nbytes(), DataType::uint8, j, options));
+            calls.push_back(
+                c.irecv(dst[u].data(), dst[u].buffer.nbytes(), DataType::uint8, j, options));
           }
         },
         [dst] {
@@ -639,7 +671,8 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
     std::vector<at::Tensor> list;
     if (rank_ == root) {
       if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
-        unsupported(call, "the root takes one list of " + std::to_string(size_) + " output tensors");
+        unsupported(call,
+                    "the root takes one list of " + std::to_string(size_) + " output tensors");
       list = outputs[0];
       for (size_t j = 0; j < list.size(); ++j) {
         check_like(list[j], in, call, "output " + std::to_string(j), in.numel());
@@ -746,8 +779,9 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   }
 
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override {
-    unsupported("recv", "a receive from any source is not supported (chorus matches the k-th "
-                        "send from a to b with the k-th recv at b from a): name the source rank");
+    unsupported("recv",
+                "a receive from any source is not supported (chorus matches the k-th "
+                "send from a to b with the k-th recv at b from a): name the source rank");
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
@@ -771,7 +805,8 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
 
   int root_rank(int64_t root, const std::string& call) const {
     if (root < 0 || root >= size_)
-      unsupported(call, "root " + std::to_string(root) + " outside [0, " + std::to_string(size_) + ")");
+      unsupported(call,
+                  "root " + std::to_string(root) + " outside [0, " + std::to_string(size_) + ")");
     return static_cast<int>(root);
   }
 
@@ -792,27 +827,32 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
 
   std::vector<Block> split_rows(const at::Tensor& t, const std::vector<int64_t>& splits,
                                 const std::string& call, const char* what) const {
-    if (t.dim() == 0) unsupported(call, std::string("the ") + what + " is a scalar; splits need rows");
+    if (t.dim() == 0)
+      unsupported(call, std::string("the ") + what + " is a scalar; splits need rows");
     const int64_t rows = t.size(0);
     const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / static_cast<size_t>(rows);
     std::vector<Block> blocks(static_cast<size_t>(size_));
     if (splits.empty()) {
       if (rows % size_ != 0)
         unsupported(call, std::string("the ") + what + "'s " + std::to_string(rows) +
-                              " rows do not split evenly among " + std::to_string(size_) + " ranks");
+                              " rows do not split evenly among " + std::to_string(size_) +
+                              " ranks");
       for (int j = 0; j < size_; ++j)
-        blocks[static_cast<size_t>(j)] = {static_cast<size_t>(j) * t.nbytes() / static_cast<size_t>(size_),
-                                          t.nbytes() / static_cast<size_t>(size_)};
+        blocks[static_cast<size_t>(j)] = {
+            static_cast<size_t>(j) * t.nbytes() / static_cast<size_t>(size_),
+            t.nbytes() / static_cast<size_t>(size_)};
       return blocks;
     }
     if (splits.size() != static_cast<size_t>(size_))
-      unsupported(call, std::string("the ") + what + " splits have " + std::to_string(splits.size()) +
-                            " entries for a group of " + std::to_string(size_));
+      unsupported(call, std::string("the ") + what + " splits have " +
+                            std::to_string(splits.size()) + " entries for a group of " +
+                            std::to_string(size_));
     int64_t row = 0;
     for (int j = 0; j < size_; ++j) {
       const int64_t n = splits[static_cast<size_t>(j)];
       if (n < 0) unsupported(call, std::string("negative ") + what + " split " + std::to_string(n));
-      blocks[static_cast<size_t>(j)] = {static_cast<size_t>(row) * row_bytes, static_cast<size_t>(n) * row_bytes};
+      blocks[static_cast<size_t>(j)] = {static_cast<size_t>(row) * row_bytes,
+                                        static_cast<size_t>(n) * row_bytes};
       row += n;
     }
     if (row != rows)
@@ -825,7 +865,8 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> exchange(c10d::OpType type, const std::string& call,
                                           std::vector<at::Tensor> outputs, const Staged& src,
                                           const std::vector<Block>& send, const Staged& dst,
-                                          const std::vector<Block>& recv, const CallOptions& options) {
+                                          const std::vector<Block>& recv,
+                                          const CallOptions& options) {
     const int me = rank_;
     const int n = size_;
     const Block mine_out = send[static_cast<size_t>(me)];
@@ -840,20 +881,23 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
           for (int j = 0; j < n; ++j) {
             const auto u = static_cast<size_t>(j);
             if (j == me) {
-              std::memmove(dst.data() + mine_in.offset, src.data() + mine_out.offset, mine_in.bytes);
+              std::memmove(dst.data() + mine_in.offset, src.data() + mine_out.offset,
+                           mine_in.bytes);
               continue;
             }
-            calls.push_back(c.isend(src.data() + send[u].offset, send[u].bytes, DataType::uint8, j, options));
-            calls.push_back(c.irecv(dst.data() + recv[u].offset, recv[u].bytes, DataType::uint8, j, options));
+            calls.push_back(
+                c.isend(src.data() + send[u].offset, send[u].bytes, DataType::uint8, j, options));
+            calls.push_back(
+                c.irecv(dst.data() + recv[u].offset, recv[u].bytes, DataType::uint8, j, options));
           }
         },
         [dst] { dst.write_back(); });
   }
 
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const std::string& call,
-                                         std::vector<at::Tensor> outputs, bool user_p2p,
-                                         std::function<void(Communicator&, std::vector<CallHandle>&)> start,
-                                         std::function<void()> finish) {
+  c10::intrusive_ptr<c10d::Work> enqueue(
+      c10d::OpType type, const std::string& call, std::vector<at::Tensor> outputs, bool user_p2p,
+      std::function<void(Communicator&, std::vector<CallHandle>&)> start,
+      std::function<void()> finish) {
     auto op = std::make_unique<Op>();
     op->work = c10::make_intrusive<ChorusWork>(rank_, type, call, std::move(outputs));
     op->user_p2p = user_p2p;
@@ -910,8 +954,8 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
         }
       }
       if (active.empty()) continue;
-      const bool poll = std::any_of(active.begin(), active.end(),
-                                    [](const auto& op) { return op->user_p2p; });
+      const bool poll =
+          std::any_of(active.begin(), active.end(), [](const auto& op) { return op->user_p2p; });
       if (!poll) {
         std::unique_ptr<Op> op = std::move(active.front());
         active.pop_front();
@@ -967,17 +1011,16 @@ PYBIND11_MODULE(_backend, m) {
   m.doc() = "chorus as a torch.distributed backend (import chorus.torch registers it)";
   py::module_::import("torch.distributed");  // c10d's classes, the base of ours
   py::class_<ProcessGroupChorus, c10::intrusive_ptr<ProcessGroupChorus>, c10d::ProcessGroup>(
-      m, "ProcessGroupChorus",
-      "A torch.distributed process group over one chorus communicator.")
+      m, "ProcessGroupChorus", "A torch.distributed process group over one chorus communicator.")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        double timeout_seconds) {
              if (!(timeout_seconds > 0))
                throw chorus::Error(chorus::ErrorCode::invalid_argument,
                                    "chorus backend: the timeout must be positive seconds");
              const double ms = std::ceil(timeout_seconds * 1000.0);
-             const auto timeout =
-                 ms >= 1e15 ? std::chrono::milliseconds::max()
-                            : std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+             const auto timeout = ms >= 1e15
+                                      ? std::chrono::milliseconds::max()
+                                      : std::chrono::milliseconds(static_cast<std::int64_t>(ms));
              return c10::make_intrusive<ProcessGroupChorus>(store, rank, size, timeout);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
