@@ -87,7 +87,7 @@ def main():
             for _ in range(args.warmup):
                 dist.all_reduce(tensor, group=group)
             probe = timed(group, tensor, 1, gloo_group)
-            iters = torch.tensor([max(1, min(2000, int(args.seconds / max(probe, 1e-7))))])
+            iters = torch.tensor([max(3, min(2000, int(args.seconds / max(probe, 1e-7))))])
             dist.broadcast(iters, src=0, group=gloo_group)  # every rank runs as many calls
             rows[name] = timed(group, tensor, int(iters.item()), gloo_group)
         wrong = check(gloo_group, count, n, rank) + check(chorus_group, count, n, rank)
