@@ -69,6 +69,9 @@ def main():
     dist.all_gather(everyone, flat, group=chorus_group)
     for r in range(n):
         assert torch.equal(everyone[r], flat), f"rank {r}'s parameters differ from rank {rank}'s"
+    # The DDP modules go before the groups: torch 1.13 can deadlock when a
+    # Reducer drops the last reference to a gloo group while holding the GIL.
+    del over_gloo, over_chorus, opt_gloo, opt_chorus
     dist.destroy_process_group()
     print(f"torch_ddp OK rank {rank} of {n}: {STEPS} steps, worst relative difference "
           f"{worst:.3g}", flush=True)
