@@ -148,11 +148,15 @@ void store_barrier(Store& store, const std::string& name, int size, Deadline dea
   store.get(name + "/open", deadline);
 }
 
+// The group's timeout is every call's deadline. The start-up meets the
+// others through torch's store, so it waits as long as the store's own
+// timeout allows when that is longer (a group made with a short timeout
+// still starts while the ranks arrive at their own pace).
 Communicator connect(const c10::intrusive_ptr<c10d::Store>& c10d_store, int rank, int size,
                      milliseconds timeout) {
   Config config = Config::from_env();
   config.timeout = timeout;
-  const Deadline deadline = deadline_after(timeout);
+  const Deadline deadline = deadline_after(std::max(timeout, c10d_store->getTimeout()));
   TorchStore store(c10d_store);
   try {
     std::string address = config.tcp_address;
