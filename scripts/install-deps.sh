@@ -6,8 +6,13 @@ set -euo pipefail
 # the sanitizers' runtimes (libclang_rt.fuzzer-x86_64.a is in libclang-rt-14-dev,
 # only recommended by Debian 12's clang, so named here) and llvm-symbolizer
 # (package llvm) for readable crash reports.
+# The Python package (python/) needs Debian's interpreter with its headers,
+# pybind11, numpy and pytest; the torch.distributed backend (python/torch/)
+# Debian's torch 1.13 and its C++ headers (libtorch-dev). All of them load in
+# /usr/bin/python3 only, which the build and the tests use.
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm "$@")
+      libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm
+      python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

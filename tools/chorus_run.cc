@@ -11,7 +11,10 @@
 // removed at exit; or, with --store tcp, a TcpStore that rank 0 serves on a
 // free loopback port, with a fresh random CHORUS_STORE_SECRET that only its
 // ranks know), sets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_STORE (and
-// CHORUS_TRANSPORT when --transport is given) for each rank, and prefixes
+// CHORUS_TRANSPORT when --transport is given) for each rank, and torch's
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and
+// MASTER_PORT (a free loopback port for rank 0's TCPStore), so that a
+// torch.distributed script (env://) starts unchanged; it prefixes
 // every line the ranks print with "[rank] ". When a rank exits non-zero or is
 // killed, the others get --grace seconds to finish on their own (so that they
 // can report the peer failure they see), then SIGTERM, then SIGKILL; chorus-run
@@ -193,6 +196,10 @@ int main(int argc, char** argv) {
                                 : "file://" + dir.path() + "/store";
   // The TcpStore admits only processes that hold this secret: its ranks.
   const std::string secret = store_kind == "tcp" ? chorus::random_secret() : "";
+  // For torch.distributed's env:// start-up: rank 0 serves torch's TCPStore
+  // on this port (chorus's own store never reads MASTER_*: CHORUS_STORE is set).
+  std::string master_port = std::to_string(free_loopback_port());
+  while (store.ends_with(":" + master_port)) master_port = std::to_string(free_loopback_port());
 
   // Signals arrive through a signalfd, so that no handler and no global state
   // is needed; the children get the default disposition back before exec.
@@ -236,6 +243,13 @@ int main(int argc, char** argv) {
       ::setenv("CHORUS_STORE", store.c_str(), 1);
       if (!secret.empty()) ::setenv("CHORUS_STORE_SECRET", secret.c_str(), 1);
       if (!transport.empty()) ::setenv("CHORUS_TRANSPORT", transport.c_str(), 1);
+      // torchrun's variables: every rank is local, so local and global agree.
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nranks).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nranks).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", master_port.c_str(), 1);
       ::execvp(cargv[0], cargv.data());
       std::fprintf(stderr, "chorus-run: cannot run %s: %s\n", cargv[0], std::strerror(errno));
       ::_exit(127);

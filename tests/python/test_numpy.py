@@ -1,0 +1,44 @@
+"""The numpy binding: every collective and dtype at N = 1..4 over shm and tcp,
+the error classes, Ctrl-C, and the variables chorus-run exports."""
+
+import re
+
+import pytest
+
+from conftest import launch, ranks_reporting, require_ok
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_collectives(n, transport):
+    require_ok(launch(n, "numpy_collectives.py", transport=transport), n, "numpy_collectives OK")
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_errors(transport):
+    proc = launch(2, "numpy_errors.py", transport=transport)
+    require_ok(proc, 2, "numpy_errors OK")
+
+
+def test_ctrl_c_aborts_a_blocked_call():
+    proc = launch(2, "numpy_interrupt.py", timeout=300)
+    require_ok(proc, 2, "numpy_interrupt OK")
+    assert re.search(r"KeyboardInterrupt [0-9.]+ ms after SIGINT", proc.stdout), proc.stdout
+
+
+def test_chorus_run_exports_torch_variables():
+    proc = launch(3, "launcher_env.py")
+    assert proc.returncode == 0, proc.stderr
+    ports = set()
+    for rank in range(3):
+        m = re.search(rf"^\[{rank}\] ENV (.*)$", proc.stdout, re.MULTILINE)
+        assert m, proc.stdout
+        env = dict(kv.split("=", 1) for kv in m.group(1).split())
+        assert env["RANK"] == env["CHORUS_RANK"] == str(rank), env
+        assert env["LOCAL_RANK"] == str(rank), env
+        assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "3", env
+        assert env["MASTER_ADDR"] == "127.0.0.1", env
+        assert 0 < int(env["MASTER_PORT"]) < 65536, env
+        ports.add(env["MASTER_PORT"])
+    assert len(ports) == 1, f"the ranks were given different MASTER_PORTs: {ports}"
+    assert ranks_reporting(proc, "ENV") == {0, 1, 2}

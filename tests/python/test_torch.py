@@ -1,0 +1,59 @@
+"""The torch.distributed backend "chorus": every supported call at N = 2 and
+3, the ways to start (env://, file://, tcp://, torchrun), DDP against gloo, the
+example and errors."""
+
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from conftest import WORKERS, env_var, free_port, launch, python, require_ok
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives(n):
+    require_ok(launch(n, "torch_collectives.py", "env"), n, "torch_collectives OK")
+
+
+def test_init_method_file(tmp_path):
+    require_ok(launch(2, "torch_collectives.py", "file", tmp_path / "store"), 2,
+               "torch_collectives OK")
+
+
+def test_init_method_tcp():
+    require_ok(launch(3, "torch_collectives.py", "tcp", free_port(), transport="tcp"), 3,
+               "torch_collectives OK")
+
+
+def test_under_torchrun():
+    """torchrun of torch 1.13 on Python 3.11 needs --redirects and --tee
+    (without them its agent fails before starting any worker)."""
+    proc = subprocess.run([python(), "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+                           "--redirects", "2", "--tee", "2",
+                           str(WORKERS / "torch_collectives.py"), "torchrun"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ok = set(re.findall(r"torch_collectives OK rank (\d) of 2", proc.stdout))
+    assert ok == {"0", "1"}, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_matches_gloo(n):
+    require_ok(launch(n, "torch_ddp.py"), n, "torch_ddp OK")
+
+
+def test_errors(tmp_path):
+    require_ok(launch(2, "torch_errors.py", tmp_path), 2, "torch_errors OK")
+
+
+def test_ddp_example_trains():
+    """examples/ddp_train.py, as the README runs it: the loss falls."""
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
+    proc = subprocess.run([env_var("CHORUS_RUN"), "-n", "2", python(), str(example), "--steps", "40"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    m = re.search(r"^\[0\] chorus, 2 ranks: loss ([0-9.]+) -> ([0-9.]+)", proc.stdout, re.MULTILINE)
+    assert m, proc.stdout
+    assert float(m.group(2)) < 0.8 * float(m.group(1)), m.group(0)
