@@ -6,8 +6,11 @@ set -euo pipefail
 # the sanitizers' runtimes (libclang_rt.fuzzer-x86_64.a is in libclang-rt-14-dev,
 # only recommended by Debian 12's clang, so named here) and llvm-symbolizer
 # (package llvm) for readable crash reports.
+# scripts/testbed (the testbed tests) needs ip and tc (iproute2), nsenter,
+# unshare and mount (util-linux, mount) and Debian's python3.
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm "$@")
+      libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm
+      iproute2 util-linux mount python3 "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
