@@ -188,6 +188,25 @@ case_lifecycle() {
   ip -n "$name-h1" route get 198.18.0.3 | grep -q "dev east" || die "h1 lost its route to h2"
   echo "ok: partition 1 / heal 1: links down, then up with routes and qdiscs"
 
+  # run: variables and prefixes; a failed rank stops the others; --timeout.
+  local out
+  out=$("$testbed" run --name "$name" --ranks-per-host 2 -- sh -c \
+    'echo "$CHORUS_RANK/$CHORUS_WORLD_SIZE $CHORUS_TCP_ADDR $CHORUS_STORE $LOCAL_RANK $(hostname)"') ||
+    die "run failed"
+  echo "$out"
+  [[ $out == *"[3] 3/6 198.18.0.2 tcp://198.18.0.1:29400 1 $name-h1"* ]] ||
+    die "rank 3's variables are not those of host 1's second rank"
+  [ "$(grep -c "^\[[0-5]\] [0-5]/6 " <<<"$out")" -eq 6 ] || die "not 6 prefixed lines"
+  "$testbed" run --name "$name" --grace 0.2 -- sh -c '[ "$CHORUS_RANK" = 0 ] && exit 3; exec sleep 600'
+  status=$?
+  [ $status -eq 3 ] || die "a job whose rank 0 exited 3 ended with $status"
+  for i in 0 1 2; do [ -z "$(ip netns pids "$name-h$i")" ] || die "ranks left on host $i"; done
+  echo "ok: rank 0 failing (3) stopped the others; run exited 3"
+  "$testbed" run --name "$name" --timeout 0.5 -- sleep 600
+  status=$?
+  [ $status -eq 124 ] || die "--timeout ended the job with $status, not 124"
+  echo "ok: --timeout stopped the job with 124"
+
   # up on an existing name replaces it.
   "$testbed" up --name "$name" --hosts 2 || die "up over an existing testbed failed"
   [ "$(ip netns list | grep -cE "^$name-")" -eq 3 ] || die "up did not replace the ring"
