@@ -40,9 +40,21 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77
 fi
 
-# Unique per run: the case and this shell's pid.
+# Unique per run: this shell's pid and the case.
 name="t$$-${case_name//_/}"
 name=${name:0:32}
+
+# A run killed before its trap ran (ctest's timeout sends SIGKILL) leaves its
+# testbed behind: remove those whose driver is gone.
+for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E '^t[0-9]+-[a-z0-9]+-h0$'); do
+  stale=${ns%-*}
+  pid=${stale%%-*}
+  pid=${pid#t}
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "removing testbed $stale, left by a run that is gone (pid $pid)"
+    "$testbed" down --name "$stale" >/dev/null
+  fi
+done
 work=$(mktemp -d /tmp/chorus-testbed-test.XXXXXX)
 cleanup() {
   "$testbed" down --name "$name" >/dev/null || echo "cleanup: testbed down --name $name failed"
