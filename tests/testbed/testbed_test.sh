@@ -173,6 +173,15 @@ case_lifecycle() {
   echo "ok: /dev/shm is private to each host"
   expect_error "hosts 0 to 2" "$testbed" kill-host --name "$name" 3
 
+  # rsh, the launch agent: by address, from the root namespaces and from
+  # inside another host (as mpirun on host 0 calls it).
+  [ "$("$testbed" rsh --name "$name" 198.18.0.2 hostname)" = "$name-h1" ] ||
+    die "rsh 198.18.0.2 did not run on host 1"
+  [ "$(in_host 0 "$testbed" rsh --name "$name" 198.18.0.3 echo '$(hostname)' joined)" = \
+    "$name-h2 joined" ] || die "rsh from inside host 0 did not run on host 2"
+  expect_error "not a host of testbed" "$testbed" rsh --name "$name" 10.0.0.1 true
+  echo "ok: rsh runs a shell line on the host an address names, also from inside a host"
+
   # kill-host ends every process of the host.
   in_host 1 sleep 600 &
   local pid=$! n
