@@ -136,9 +136,10 @@ def main():
         for line in open(f"{out}/cpu.txt"):
             if line.startswith("#") or not line.strip():
                 continue
-            rate, bus, lk, pct, cpu = line.split()
-            rows.append([rate, bus, lk, pct + " %", cpu + " %"])
-        table(["link rate", "ring busbw (GB/s)", "link (GB/s)", "busbw / link", "CPUs busy"], rows)
+            rate, bus, lk, pct, cpu, load1 = line.split()
+            rows.append([rate, bus, lk, pct + " %", cpu + " %", load1])
+        table(["link rate", "ring busbw (GB/s)", "link (GB/s)", "busbw / link",
+               "CPUs busy (nice time left out)", "load before"], rows)
 
     sw = load(f"{out}/switch.json")
     if sw:

@@ -5,15 +5,19 @@
 # and analyze.py turns them into the tables.
 #
 #   bench/testbed/run.sh [-r RATE] [-R "RATES"] [-H HOSTS] [-e MAXBYTES] [-n ITERS]
-#                        [-w WARMUP] [-k ROUNDS] [-o OUT] PART...
+#                        [-w WARMUP] [-m MIN_TIME_MS] [-k ROUNDS] [-o OUT] PART...
 #
-# -e (default 64M) caps every sweep, for a quick trial of the script.
+# -n and -w (default 5 and 2) are chorus-perf's iterations per row, -m its
+# --min-time for the switch and ring sweeps (default 0); -e (default 64M)
+# caps every sweep, for a quick trial of the script. OUT/machine.txt keeps
+# the load average before and after each part.
 #
 # PART:
 #   cpu      the ring's busbw at 64 MiB on a HOSTS-host switch at each of RATES
 #            (default "1gbit 500mbit 250mbit"), with the share of the CPUs that
-#            was busy meanwhile (/proc/stat): where busbw stays near the link
-#            rate and the CPUs are not all busy, the link is the bottleneck
+#            was busy meanwhile (/proc/stat, nice time left out): where busbw
+#            stays near the link rate and the CPUs are not all busy, the link
+#            is the bottleneck
 #   switch   chorus-perf allreduce -a all, 8 B to 64 MiB (factor 2), HOSTS x 1
 #            rank on a switch at RATE (default 1gbit) -> OUT/switch.json
 #   ring     chorus-perf -a ring,bidir_ring,halving_doubling, 64 KiB to 64 MiB,
@@ -30,12 +34,13 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 testbed="$root/scripts/testbed"
-rate=1gbit rates="1gbit 500mbit 250mbit" hosts=8 iters=5 warmup=2 rounds=3 max=64M
+rate=1gbit rates="1gbit 500mbit 250mbit" hosts=8 iters=5 warmup=2 rounds=3 max=64M min_time=0
 out="$root/build-testbed-bench"
-while getopts "r:R:H:e:n:w:k:o:" opt; do
+while getopts "r:R:H:e:n:w:m:k:o:" opt; do
   case $opt in
     r) rate=$OPTARG ;; R) rates=$OPTARG ;; H) hosts=$OPTARG ;; e) max=$OPTARG ;; n) iters=$OPTARG ;;
-    w) warmup=$OPTARG ;; k) rounds=$OPTARG ;; o) out=$OPTARG ;; *) exit 2 ;;
+    w) warmup=$OPTARG ;; m) min_time=$OPTARG ;; k) rounds=$OPTARG ;; o) out=$OPTARG ;;
+    *) exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -60,22 +65,22 @@ print(testbed.parse_rate(sys.argv[2]))' "$testbed" "$1"
 # Strips testbed run's "[rank] " prefix from rank 0's lines.
 rank0() { sed -n 's/^\[0\] //p'; }
 
-# /proc/stat's aggregate cpu line: busy and total jiffies.
+# /proc/stat's aggregate cpu line: busy and total jiffies. Busy leaves out
+# nice time (processes at lower priority, which only fill cycles the job
+# leaves idle) besides idle and iowait.
 cpu_jiffies() {
-  awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+  awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $3 - $5 - $6, t }' /proc/stat
 }
 
-record_machine() {
-  { echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs"
-    echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"; } >>"$out/machine.txt"
-}
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 part_cpu() {
   local r f="$out/cpu.txt"
-  echo "# rate busbw_GBps link_GBps pct_of_link cpu_busy_pct (ring, $max, $hosts hosts, switch)" >"$f"
+  echo "# rate busbw_GBps link_GBps pct_of_link cpu_busy_pct load_before (ring, $max, $hosts hosts, switch)" >"$f"
   for r in $rates; do
     "$testbed" up --name "$name" --hosts "$hosts" --rate "$r" >/dev/null
-    local b0 t0 b1 t1
+    local b0 t0 b1 t1 l0
+    l0=$(cut -d' ' -f1 /proc/loadavg)
     read -r b0 t0 < <(cpu_jiffies)
     "$testbed" run --name "$name" -- "$perf" allreduce -b "$max" -e "$max" -a ring -n "$iters" \
       -w "$warmup" --json "$out/cpu_$r.json" | rank0 >"$out/cpu_$r.txt"
@@ -83,8 +88,8 @@ part_cpu() {
     python3 -c 'import json, sys
 bus = json.load(open(sys.argv[1]))["rows"][0]["out_of_place"]["busbw_GBps"]
 link = int(sys.argv[3]) / 8e9
-print(f"{sys.argv[2]} {bus:.4f} {link:.4f} {100 * bus / link:.1f} {int(sys.argv[4]) / 10:.1f}")' \
-      "$out/cpu_$r.json" "$r" "$(rate_bits "$r")" "$(((b1 - b0) * 1000 / (t1 - t0)))" >>"$f"
+print(f"{sys.argv[2]} {bus:.4f} {link:.4f} {100 * bus / link:.1f} {int(sys.argv[4]) / 10:.1f} {sys.argv[5]}")' \
+      "$out/cpu_$r.json" "$r" "$(rate_bits "$r")" "$(((b1 - b0) * 1000 / (t1 - t0)))" "$l0" >>"$f"
     tail -1 "$f"
   done
 }
@@ -92,13 +97,14 @@ print(f"{sys.argv[2]} {bus:.4f} {link:.4f} {100 * bus / link:.1f} {int(sys.argv[
 part_switch() {
   "$testbed" up --name "$name" --hosts "$hosts" --rate "$rate"
   "$testbed" run --name "$name" -- "$perf" allreduce -b 8 -e "$max" -f 2 -a all -n "$iters" \
-    -w "$warmup" --json "$out/switch.json" | rank0 | tee "$out/switch.txt"
+    -w "$warmup" --min-time "$min_time" --json "$out/switch.json" | rank0 | tee "$out/switch.txt"
 }
 
 part_ring() {
   "$testbed" up --name "$name" --hosts "$hosts" --rate "$rate" --topology ring
   "$testbed" run --name "$name" -- "$perf" allreduce -b 64K -e "$max" -f 4 \
-    -a ring,bidir_ring,halving_doubling -n "$iters" -w "$warmup" --json "$out/ring.json" |
+    -a ring,bidir_ring,halving_doubling -n "$iters" -w "$warmup" --min-time "$min_time" \
+    --json "$out/ring.json" |
     rank0 | tee "$out/ring.txt"
 }
 
@@ -147,12 +153,12 @@ part_compare() {
   done
 }
 
-record_machine
+for part in "$@"; do
+  case $part in cpu | switch | ring | sim | compare) ;; *) echo "run.sh: unknown part '$part'" >&2; exit 2 ;; esac
+done
 echo "{\"hosts\": $hosts, \"rate\": \"$rate\", \"rate_bits\": $(rate_bits "$rate")}" >"$out/params.json"
 for part in "$@"; do
-  case $part in
-    cpu | switch | ring | sim | compare) "part_$part" ;;
-    *) echo "run.sh: unknown part '$part'" >&2; exit 2 ;;
-  esac
+  before=$(load) start=$(date -u +%FT%TZ)
+  "part_$part"
+  echo "$start $part (rate $rate, $hosts hosts, -n $iters -w $warmup -m $min_time): load before $before, after $(load)" >>"$out/machine.txt"
 done
-echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
