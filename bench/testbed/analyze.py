@@ -221,8 +221,8 @@ def main():
                          ratio(simr.get("ring", {}).get(s), simr.get("bidir_ring", {}).get(s)),
                          ms(hd), ms(simr.get("halving_doubling", {}).get(s)), ms(hd_sw),
                          ms(sims.get("halving_doubling", {}).get(s)), ratio(hd, hd_sw)])
-        table(["size", "ring ms", "sim", "bidir_ring ms", "sim", "ring/bidir", "sim",
-               "HD on ring ms", "sim", "HD on switch ms", "sim", "ring/switch"], rows)
+        table(["size", "ring ms", "sim", "bidir_ring ms", "sim", "ring / bidir", "sim",
+               "HD on ring ms", "sim", "HD on switch ms", "sim", "HD ring / switch"], rows)
 
     runs = {}
     for path in sorted(glob.glob(f"{out}/compare/*.*")):

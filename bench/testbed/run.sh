@@ -94,13 +94,20 @@ print(f"{sys.argv[2]} {bus:.4f} {link:.4f} {100 * bus / link:.1f} {int(sys.argv[
   done
 }
 
+# The rate and size of the testbed the switch, ring and compare parts use.
+write_params() {
+  echo "{\"hosts\": $hosts, \"rate\": \"$rate\", \"rate_bits\": $(rate_bits "$rate")}" >"$out/params.json"
+}
+
 part_switch() {
+  write_params
   "$testbed" up --name "$name" --hosts "$hosts" --rate "$rate"
   "$testbed" run --name "$name" -- "$perf" allreduce -b 8 -e "$max" -f 2 -a all -n "$iters" \
     -w "$warmup" --min-time "$min_time" --json "$out/switch.json" | rank0 | tee "$out/switch.txt"
 }
 
 part_ring() {
+  write_params
   "$testbed" up --name "$name" --hosts "$hosts" --rate "$rate" --topology ring
   "$testbed" run --name "$name" -- "$perf" allreduce -b 64K -e "$max" -f 4 \
     -a ring,bidir_ring,halving_doubling -n "$iters" -w "$warmup" --min-time "$min_time" \
@@ -131,6 +138,7 @@ part_compare() {
   mkdir -p "$cmp"
   mpicxx.openmpi -O2 -std=c++20 -o "$cmp/mpi_openmpi" "$root/bench/compare/mpi_allreduce.cc"
   g++ -O2 -std=c++20 -o "$cmp/gloo_allreduce" "$root/bench/compare/gloo_allreduce.cc" -lgloo -pthread
+  write_params
   "$testbed" up --name "$name" --hosts "$hosts" --rate "$rate"
   local sweep=(-b 64K -e "$max" -f 4 -n "$iters" -w "$warmup") addrs i
   addrs=$(for ((i = 1; i <= hosts; i++)); do printf "198.18.0.%d," "$i"; done)
@@ -156,7 +164,6 @@ part_compare() {
 for part in "$@"; do
   case $part in cpu | switch | ring | sim | compare) ;; *) echo "run.sh: unknown part '$part'" >&2; exit 2 ;; esac
 done
-echo "{\"hosts\": $hosts, \"rate\": \"$rate\", \"rate_bits\": $(rate_bits "$rate")}" >"$out/params.json"
 for part in "$@"; do
   before=$(load) start=$(date -u +%FT%TZ)
   "part_$part"
