@@ -51,6 +51,12 @@ def approx_sizes(xs):
     return ", ".join(one(x) for x in xs) or "none"
 
 
+def ms3(t_s):
+    """Seconds as milliseconds, about three digits, never in e-notation."""
+    x = t_s * 1e3
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def busbw(n, size, t_s):
     return 2 * (n - 1) / n * size / t_s / 1e9
 
@@ -149,7 +155,7 @@ def main():
         sizes = sorted(times["ring"])
         print(f"### Switch, {n} hosts x 1 rank, {params.get('rate', '?')}: busbw (GB/s) per "
               "algorithm\n")
-        rows = [[size_label(s)] + [f"{busbw(n, s, times[a][s]):.4f}" if s in times[a] else "-"
+        rows = [[size_label(s)] + [f"{busbw(n, s, times[a][s]):.3g}" if s in times[a] else "-"
                                    for a in algos] for s in sizes]
         table(["size"] + algos, rows)
         if link:
@@ -180,9 +186,9 @@ def main():
                 if t is None:
                     row.append("-")
                 elif f is None:
-                    row.append(f"{t * 1e3:.3g} ms / -")
+                    row.append(f"{ms3(t)} / -")
                 else:
-                    row.append(f"{t * 1e3:.3g} / {f * 1e3:.3g}{tag} ({t / f:.2f})")
+                    row.append(f"{ms3(t)} / {ms3(f)}{tag} ({t / f:.2f})")
             rows.append(row)
         table(["algorithm"] + [size_label(s) + " (ms)" for s in shown], rows)
 
