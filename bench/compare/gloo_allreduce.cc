@@ -1,7 +1,8 @@
-// Gloo allreduce sweep (TCP on loopback) with chorus-perf's columns.
-//   gloo_allreduce --rank R --size N --store DIR [-b -e -f -n -w]
-// Ranks meet through a gloo FileStore in DIR; float32 sum, out of place and in
-// place; time = slowest rank's mean over -n iterations.
+// Gloo allreduce sweep (TCP) with chorus-perf's columns.
+//   gloo_allreduce --rank R --size N --store DIR [--host ADDR] [-b -e -f -n -w]
+// Ranks meet through a gloo FileStore in DIR; each listens on ADDR (default
+// 127.0.0.1, loopback; on the testbed, the host's address); float32 sum, out
+// of place and in place; time = slowest rank's mean over -n iterations.
 #include "compare_common.h"
 
 #include <gloo/allreduce.h>
@@ -20,17 +21,20 @@ int main(int argc, char** argv) {
   const compare::Sweep s = compare::parse_sweep(argc, argv, &rest);
   int rank = -1, n = -1;
   std::string store_dir;
+  std::string host = "127.0.0.1";
   for (size_t i = 0; i + 1 < rest.size(); ++i) {
     if (rest[i] == "--rank") rank = std::atoi(rest[i + 1].c_str());
     if (rest[i] == "--size") n = std::atoi(rest[i + 1].c_str());
     if (rest[i] == "--store") store_dir = rest[i + 1];
+    if (rest[i] == "--host") host = rest[i + 1];
   }
-  if (rank < 0 || n < 1 || store_dir.empty()) {
-    std::fprintf(stderr, "usage: gloo_allreduce --rank R --size N --store DIR [-b -e -f -n -w]\n");
+  if (rank < 0 || n < 1 || store_dir.empty() || host.empty()) {
+    std::fprintf(stderr,
+                 "usage: gloo_allreduce --rank R --size N --store DIR [--host ADDR] [-b -e -f -n -w]\n");
     return 2;
   }
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  attr.hostname = host;
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(store_dir);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, n);

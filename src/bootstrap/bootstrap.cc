@@ -9,6 +9,8 @@
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -184,7 +186,18 @@ std::string host_identity() {
   std::string boot;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::getline(f, boot);
-  return str_cat(name, "/", boot);
+  // The shm transport's segments are names in the file system at /dev/shm,
+  // so a process with a /dev/shm of its own (a container, a testbed host)
+  // cannot open another's: the file system's device number tells them apart.
+  std::string shm = "none";
+  struct stat st {};
+  if (::stat("/dev/shm", &st) == 0) shm = str_cat(major(st.st_dev), ":", minor(st.st_dev));
+  // Peers watch each other through pidfds (and may read each other with
+  // process_vm_readv): a pid means the same process only within one pid
+  // namespace.
+  std::string pid_ns = "none";
+  if (::stat("/proc/self/ns/pid", &st) == 0) pid_ns = std::to_string(st.st_ino);
+  return str_cat(name, "/", boot, "/shm=", shm, "/pidns=", pid_ns);
 }
 
 std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,

@@ -9,8 +9,8 @@
 //      k-th, counted per rank), so several communicators can share one
 //      store. Rank 0 publishes the world size; every other rank compares its
 //      own ("rank 2 says world size 4, rank 0 says 3").
-//   3. Every rank publishes its host identity (hostname + boot id); ranks
-//      with the same identity share memory.
+//   3. Every rank publishes its host identity (host_identity(), below, or
+//      CHORUS_HOST_ID); ranks with the same identity share memory.
 //   4. The transport: shm among ranks of one host, tcp between hosts, a
 //      composite routing each peer to one of them when a job has both, or
 //      the one CHORUS_TRANSPORT forces.
@@ -52,8 +52,14 @@ OpenedStore open_store(const std::string& url, bool host_server, Deadline deadli
 // id and the process's start time (so a reused pid is another process).
 std::string process_identity();
 
-// "hostname/boot-id": equal for two processes exactly when they run on the
-// same booted machine (so that they can share memory).
+// "hostname/boot-id/shm=M:m/pidns=I": equal for two processes exactly when
+// they can share memory as the shm transport does: the same booted machine,
+// the same /dev/shm file system (device M:m; a container or a testbed host
+// with a private /dev/shm has its own) and the same pid namespace (inode I;
+// peers are watched through their pids). The hostname comes first so that
+// messages name the host readably; two network namespaces alone do not
+// make two hosts (they share /dev/shm and can share memory).
+//   host_identity() -> "node7/0e5c...-9b1d/shm=0:27/pidns=4026531836"
 std::string host_identity();
 
 // Builds the transport of `rank` over `store` (a key space of this

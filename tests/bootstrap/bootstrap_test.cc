@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -52,7 +55,67 @@ TEST(ParseStoreUrl, SplitsFileAndTcpUrls) {
 TEST(HostIdentity, IsStableAndNamesTheHost) {
   const std::string a = host_identity();
   EXPECT_EQ(a, host_identity());
-  EXPECT_NE(a.find('/'), std::string::npos);
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  EXPECT_EQ(a.rfind(std::string(name) + "/", 0), 0u) << a;
+  EXPECT_NE(a.find("/shm="), std::string::npos) << a;
+  EXPECT_NE(a.find("/pidns="), std::string::npos) << a;
+}
+
+// host_identity() in a child process after `enter` (a change of namespaces)
+// succeeded; with `grandchild`, in a child of that child (a new pid namespace
+// holds only the children of the process that made it). "" on a failure.
+std::string identity_after(const std::function<bool()>& enter, bool grandchild = false) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (!enter()) ::_exit(1);
+    if (grandchild) {
+      const pid_t inner = ::fork();
+      if (inner > 0) {
+        int st = 0;
+        ::waitpid(inner, &st, 0);
+        ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+      }
+      if (inner < 0) ::_exit(1);
+    }
+    const std::string id = host_identity();
+    const bool ok = ::write(fds[1], id.data(), id.size()) == static_cast<ssize_t>(id.size());
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string id;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) id.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? id : "";
+}
+
+// Equal identities mean shared memory works: a network namespace alone keeps
+// /dev/shm and the pids (the same host), a private /dev/shm or another pid
+// namespace does not (testbed hosts, containers).
+TEST(HostIdentity, FollowsDevShmAndPidNamespaceNotTheNetwork) {
+  if (::geteuid() != 0) GTEST_SKIP() << "making namespaces needs root";
+  const std::string here = host_identity();
+  const std::string prefix = here.substr(0, here.find("/shm="));
+  EXPECT_EQ(identity_after([] { return ::unshare(CLONE_NEWNET) == 0; }), here);
+  const std::string private_shm = identity_after([] {
+    return ::unshare(CLONE_NEWNS) == 0 &&
+           ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") == 0;
+  });
+  ASSERT_FALSE(private_shm.empty()) << "no mount namespace with a private /dev/shm";
+  EXPECT_NE(private_shm, here);
+  EXPECT_EQ(private_shm.substr(0, private_shm.find("/shm=")), prefix) << private_shm;
+  const std::string other_pids =
+      identity_after([] { return ::unshare(CLONE_NEWPID) == 0; }, /*grandchild=*/true);
+  ASSERT_FALSE(other_pids.empty()) << "no process in a new pid namespace";
+  EXPECT_NE(other_pids, here);
+  EXPECT_EQ(other_pids.substr(0, other_pids.find("/pidns=")), here.substr(0, here.find("/pidns=")));
 }
 
 // --- start-up failures reach every rank -------------------------------------------

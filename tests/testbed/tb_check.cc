@@ -1,0 +1,273 @@
+// The checks a testbed job runs, one mode per check; started by
+// `scripts/testbed run` (one process per rank, each on its testbed host)
+// from testbed_test.sh:
+//
+//   tb_check grid            every registered algorithm over a slice of the
+//                            collective grid: counts 0, 1, N-1 and N+1 in
+//                            float32, int32 and bfloat16 with sum and max, and
+//                            1000003 elements (a prime, so that no split is
+//                            even) in float32 sum; in and out of place; every
+//                            output element compared exactly
+//   tb_check allreduce BYTES one float32 sum AllReduce of BYTES, checked
+//   tb_check host-death DIR VICTIM
+//                            16 MiB AllReduces until one fails; the driver
+//                            kills rank VICTIM's host and writes the time
+//                            it did so (wall clock, seconds) to DIR/cut_at;
+//                            every other rank must raise peer_failure naming
+//                            the victim within kHostDeathLimit of that time
+//   tb_check partition DIR CUT
+//                            16 MiB AllReduces until one fails; the driver
+//                            cuts off rank CUT's host (one rank per host) and
+//                            writes DIR/cut_at; every rank, CUT included,
+//                            must raise an error naming the ranks it cannot
+//                            reach, within CHORUS_TIMEOUT plus
+//                            kReportSlack of the cut; then, once the driver
+//                            healed the link and wrote DIR/healed, a fresh
+//                            init_from_env() must work
+//
+// Each rank writes DIR/looping.<rank> once its first AllReduce is done (so
+// the driver strikes mid-loop) and, in the fault modes, DIR/failed.<rank>
+// once its communicator is gone. It prints "<MODE> OK rank R ..." when its
+// check holds; exit status 0 then, 1 otherwise.
+#include "algorithms/algorithm.h"
+#include "core/config.h"
+#include "support/grid.h"
+
+#include <chorus/chorus.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace chorus {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The bound for survivors of a dead host: an EOF on the dead host's
+// connections reaches every survivor at once; the bound is loose on purpose.
+constexpr double kHostDeathLimit = 1.0;
+// A timed-out call waits up to a quarter of a second for its peers' answers
+// to the stall report (src/exec) and then passes the error on; this allows
+// for that and for a loaded test machine.
+constexpr double kReportSlack = 1.0;
+// How long the fault modes wait for the driver's files.
+constexpr auto kDriverWait = std::chrono::seconds(60);
+// The fault modes' AllReduce: 16 MiB of float32.
+constexpr size_t kFaultCount = size_t{4} << 20;
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void touch(const fs::path& p) { std::ofstream(p) << "\n"; }
+
+// Waits for the driver's file and returns its first number (a time in s).
+std::optional<double> wait_for_file(const fs::path& p) {
+  const auto until = std::chrono::steady_clock::now() + kDriverWait;
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream f(p);
+    double v = 0;
+    if (f >> v) return v;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::printf("no %s from the driver within %lld s\n", p.c_str(),
+              static_cast<long long>(kDriverWait.count()));
+  return std::nullopt;
+}
+
+int run_grid() {
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  size_t cases_run = 0;
+  size_t algos = 0;
+  std::vector<std::string> errors;
+  test::ReferenceCache cache;
+  for (const Algorithm& a : all_algorithms()) {
+    if (a.collective == Collective::barrier) continue;
+    ++algos;
+    std::vector<test::GridCase> served;
+    for (const auto& c : test::grid_cases(a.collective, n, /*include_large=*/true)) {
+      const bool large = c.count > static_cast<size_t>(n) + 1;
+      const bool small_ok = !large &&
+                            (c.type == DataType::float32 || c.type == DataType::int32 ||
+                             c.type == DataType::bfloat16) &&
+                            (c.op == ReduceOp::sum || c.op == ReduceOp::max);
+      const bool large_ok = large && c.type == DataType::float32 && c.op == ReduceOp::sum;
+      if (!small_ok && !large_ok) continue;
+      CollectiveSpec spec{c.collective, n, comm.rank(), c.count, dtype_size(c.type), c.root};
+      if (supports(a, spec)) served.push_back(c);
+    }
+    auto e = test::run_grid(comm, served, std::string(a.name), &cache);
+    cases_run += served.size();
+    errors.insert(errors.end(), e.begin(), e.end());
+  }
+  for (const Algorithm* a : algorithms_for(Collective::barrier)) {
+    CallOptions o;
+    o.algorithm = std::string(a->name);
+    comm.barrier(o);
+  }
+  for (const auto& e : errors) std::printf("MISMATCH %s\n", e.c_str());
+  std::printf("grid: rank %d of %d, %zu algorithms, %zu cases x 2 calls, %zu mismatches\n",
+              comm.rank(), n, algos, cases_run, errors.size());
+  if (errors.empty()) std::printf("GRID OK rank %d\n", comm.rank());
+  return errors.empty() ? 0 : 1;
+}
+
+// Fills v with values whose sum over the ranks is exact in float32, and
+// says whether v holds that sum.
+void fill(std::vector<float>& v, int rank) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((static_cast<size_t>(rank) + i) % 64);
+}
+bool holds_sum(const std::vector<float>& v, int n) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += static_cast<float>((static_cast<size_t>(r) + i) % 64);
+    if (v[i] != want) return false;
+  }
+  return true;
+}
+
+int run_allreduce(size_t bytes) {
+  Communicator comm = init_from_env();
+  std::vector<float> v(bytes / sizeof(float));
+  fill(v, comm.rank());
+  comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  const bool ok = holds_sum(v, comm.size());
+  std::printf("%s rank %d of %d: %zu B allreduced\n", ok ? "ALLREDUCE OK" : "ALLREDUCE WRONG",
+              comm.rank(), comm.size(), v.size() * sizeof(float));
+  return ok ? 0 : 1;
+}
+
+// Whether `msg` names rank r as one that failed or does not answer: the tcp
+// transport says "peer r ...", a stall report "rank r does not answer",
+// "rank r has not entered ..." or "rank r has closed ...".
+bool names_unreachable(const std::string& msg, int r) {
+  const std::string k = std::to_string(r);
+  const std::regex re("(peer " + k + "\\b)|(rank " + k + " (does not answer|has not|has closed))");
+  return std::regex_search(msg, re);
+}
+
+struct Failure {
+  Error error;
+  double at;       // wall clock, s
+  double call_s;   // how long the failing call ran
+};
+
+// AllReduces of 16 MiB until one fails. Writes DIR/looping.<rank> after the
+// first. The communicator is gone when this returns.
+std::optional<Failure> loop_until_failure(const fs::path& dir) {
+  std::vector<float> v(kFaultCount);
+  Communicator comm = init_from_env();
+  const int rank = comm.rank();
+  const auto give_up = std::chrono::steady_clock::now() + kDriverWait;
+  for (int call = 0; std::chrono::steady_clock::now() < give_up; ++call) {
+    fill(v, rank);
+    const double start = wall_now();
+    try {
+      comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+    } catch (const Error& e) {
+      const double at = wall_now();
+      return Failure{e, at, at - start};
+    }
+    if (!holds_sum(v, comm.size())) {
+      std::printf("rank %d: call %d computed a wrong sum\n", rank, call);
+      return std::nullopt;
+    }
+    if (call == 0) touch(dir / ("looping." + std::to_string(rank)));
+  }
+  std::printf("rank %d: no call failed within %lld s\n", rank,
+              static_cast<long long>(kDriverWait.count()));
+  return std::nullopt;
+}
+
+int run_host_death(const fs::path& dir, int victim) {
+  const int rank = read_bootstrap_env().rank;
+  const std::optional<Failure> f = loop_until_failure(dir);
+  if (!f) return 1;
+  touch(dir / ("failed." + std::to_string(rank)));
+  const std::optional<double> cut = wait_for_file(dir / "cut_at");
+  if (!cut) return 1;
+  const double after = f->at - *cut;
+  const std::string msg = f->error.what();
+  const std::string code(to_string(f->error.code()));
+  const bool good = f->error.code() == ErrorCode::peer_failure && names_unreachable(msg, victim) &&
+                    after <= kHostDeathLimit;
+  std::printf("%s rank %d: %s %.3f s after the kill (limit %.1f s): %s\n",
+              good ? "HOST-DEATH OK" : "HOST-DEATH BAD", rank, code.c_str(), after,
+              kHostDeathLimit, msg.c_str());
+  return good ? 0 : 1;
+}
+
+int run_partition(const fs::path& dir, int cut_rank) {
+  const BootstrapEnv env = read_bootstrap_env();
+  const Config config = Config::from_env();
+  const double limit = std::chrono::duration<double>(config.timeout).count() + kReportSlack;
+  const std::optional<Failure> f = loop_until_failure(dir);
+  if (!f) return 1;
+  touch(dir / ("failed." + std::to_string(env.rank)));
+  const std::optional<double> cut = wait_for_file(dir / "cut_at");
+  if (!cut) return 1;
+  const double after = f->at - *cut;
+  const std::string msg = f->error.what();
+  // The cut-off rank reaches nobody; the others do not reach it.
+  std::vector<int> unreachable;
+  for (int r = 0; r < env.world_size; ++r)
+    if (r != env.rank && (env.rank == cut_rank || r == cut_rank)) unreachable.push_back(r);
+  std::string missing;
+  for (int r : unreachable)
+    if (!names_unreachable(msg, r)) missing += " " + std::to_string(r);
+  const bool good = missing.empty() && after <= limit;
+  std::printf("%s rank %d: %s %.3f s after the cut (call ran %.3f s; limit CHORUS_TIMEOUT + "
+              "%.1f s = %.1f s)%s: %s\n",
+              good ? "PARTITION ERROR OK" : "PARTITION ERROR BAD", env.rank,
+              std::string(to_string(f->error.code())).c_str(), after, f->call_s, kReportSlack,
+              limit, missing.empty() ? "" : (" does not name rank(s)" + missing).c_str(),
+              msg.c_str());
+  if (!good) return 1;
+  if (!wait_for_file(dir / "healed")) return 1;
+  Communicator again = init_from_env();
+  std::vector<float> v(size_t{1} << 16);
+  fill(v, again.rank());
+  again.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  const bool sum_ok = holds_sum(v, again.size());
+  std::printf("%s rank %d: a fresh communicator after heal %s\n",
+              sum_ok ? "PARTITION OK" : "PARTITION BAD", again.rank(),
+              sum_ok ? "works" : "computed a wrong sum");
+  return sum_ok ? 0 : 1;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: tb_check grid | allreduce BYTES | host-death DIR VICTIM | partition DIR "
+               "CUT\n");
+  return 2;
+}
+
+}  // namespace
+}  // namespace chorus
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return chorus::usage();
+  try {
+    if (args[0] == "grid" && args.size() == 1) return chorus::run_grid();
+    if (args[0] == "allreduce" && args.size() == 2)
+      return chorus::run_allreduce(std::stoull(args[1]));
+    if (args[0] == "host-death" && args.size() == 3)
+      return chorus::run_host_death(args[1], std::stoi(args[2]));
+    if (args[0] == "partition" && args.size() == 3)
+      return chorus::run_partition(args[1], std::stoi(args[2]));
+    return chorus::usage();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tb_check %s: %s\n", args[0].c_str(), e.what());
+    return 1;
+  }
+}
