@@ -50,40 +50,18 @@ namespace {
 
 int run_grid_mode(bool small) {
   Communicator comm = init_from_env();
-  const int n = comm.size();
-  size_t cases_run = 0;
-  size_t algos = 0;
-  std::vector<std::string> errors;
-  for (const Algorithm& a : all_algorithms()) {
-    if (a.collective == Collective::barrier) continue;
-    ++algos;
-    std::vector<test::GridCase> served;
-    for (const auto& c : test::grid_cases(a.collective, n, /*include_large=*/!small)) {
-      if (small) {
-        // The slice for many ranks on few cores: two counts, three dtypes,
-        // two ops, both placements.
+  const size_t n = static_cast<size_t>(comm.size());
+  // small: the slice for many ranks on few cores: two counts, three dtypes,
+  // two ops, both placements.
+  const size_t wrong = test::run_every_algorithm(
+      comm, /*include_large=*/!small, [small, n](const test::GridCase& c) {
+        if (!small) return true;
         const bool dtype_ok = c.type == DataType::float32 || c.type == DataType::int32 ||
                               c.type == DataType::bfloat16;
         const bool op_ok = c.op == ReduceOp::sum || c.op == ReduceOp::max;
-        if (!dtype_ok || !op_ok || (c.count != 1 && c.count != static_cast<size_t>(n) + 1)) continue;
-      }
-      CollectiveSpec spec{c.collective, n, comm.rank(), c.count, dtype_size(c.type), c.root};
-      if (supports(a, spec)) served.push_back(c);
-    }
-    auto e = test::run_grid(comm, served, std::string(a.name));
-    cases_run += served.size();
-    errors.insert(errors.end(), e.begin(), e.end());
-  }
-  for (const Algorithm* a : algorithms_for(Collective::barrier)) {
-    CallOptions o;
-    o.algorithm = std::string(a->name);
-    comm.barrier(o);
-    comm.barrier(o);
-  }
-  for (const auto& e : errors) std::printf("MISMATCH %s\n", e.c_str());
-  std::printf("grid: rank %d of %d, %zu algorithms, %zu cases x 2 calls, %zu mismatches\n",
-              comm.rank(), n, algos, cases_run, errors.size());
-  return errors.empty() ? 0 : 1;
+        return dtype_ok && op_ok && (c.count == 1 || c.count == n + 1);
+      });
+  return wrong == 0 ? 0 : 1;
 }
 
 int run_allreduce_mode() {

@@ -1,9 +1,11 @@
 #include "support/grid.h"
+#include "algorithms/algorithm.h"
 
 #include "core/check.h"
 #include "perf/perf_check.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace chorus::test {
@@ -188,6 +190,38 @@ std::vector<std::string> run_grid(Communicator& comm, const std::vector<GridCase
       if (!e.empty() && errors.size() < 8) errors.push_back(e + str_cat(" (call ", rep + 1, ")"));
     }
   return errors;
+}
+
+size_t run_every_algorithm(Communicator& comm, bool include_large,
+                           const std::function<bool(const GridCase&)>& keep,
+                           ReferenceCache* cache) {
+  const int n = comm.size();
+  size_t cases_run = 0;
+  size_t algos = 0;
+  std::vector<std::string> errors;
+  for (const Algorithm& a : all_algorithms()) {
+    if (a.collective == Collective::barrier) continue;
+    ++algos;
+    std::vector<GridCase> served;
+    for (const auto& c : grid_cases(a.collective, n, include_large)) {
+      if (!keep(c)) continue;
+      CollectiveSpec spec{c.collective, n, comm.rank(), c.count, dtype_size(c.type), c.root};
+      if (supports(a, spec)) served.push_back(c);
+    }
+    auto e = run_grid(comm, served, std::string(a.name), cache);
+    cases_run += served.size();
+    errors.insert(errors.end(), e.begin(), e.end());
+  }
+  for (const Algorithm* a : algorithms_for(Collective::barrier)) {
+    CallOptions o;
+    o.algorithm = std::string(a->name);
+    comm.barrier(o);
+    comm.barrier(o);
+  }
+  for (const auto& e : errors) std::printf("MISMATCH %s\n", e.c_str());
+  std::printf("grid: rank %d of %d, %zu algorithms, %zu cases x 2 calls, %zu mismatches\n",
+              comm.rank(), n, algos, cases_run, errors.size());
+  return errors.size();
 }
 
 }  // namespace chorus::test

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,5 +62,14 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large);
 // communicator); returns the mismatches found.
 std::vector<std::string> run_grid(Communicator& comm, const std::vector<GridCase>& cases,
                                   const std::string& algorithm, ReferenceCache* cache = nullptr);
+
+// Every registered algorithm (barriers aside) over the grid cases of its
+// collective that `keep` accepts and it supports, then each barrier
+// algorithm twice: what a multi-process job runs on every rank. Prints each
+// mismatch ("MISMATCH ...") and "grid: rank R of N, A algorithms, C cases x
+// 2 calls, M mismatches"; returns M.
+size_t run_every_algorithm(Communicator& comm, bool include_large,
+                           const std::function<bool(const GridCase&)>& keep,
+                           ReferenceCache* cache = nullptr);
 
 }  // namespace chorus::test
