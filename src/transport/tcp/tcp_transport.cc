@@ -415,10 +415,17 @@ class TcpTransport final : public Transport {
     write_stream(s);
   }
 
+  // Requests that completed before a failure was seen are delivered first:
+  // a peer that sent its last message and then went away (a rank that
+  // finished its part) must not fail a call it had already served. The
+  // failure is raised at the next take() that has nothing to deliver, and
+  // at the next isend, irecv or call.
   bool take(std::vector<RequestId>& done) {
-    if (failure_) raise_failure();
     if (aborted_) fail(ErrorCode::aborted, where(), "transport was aborted");
-    if (completed_.empty()) return false;
+    if (completed_.empty()) {
+      if (failure_) raise_failure();
+      return false;
+    }
     done.insert(done.end(), completed_.begin(), completed_.end());
     completed_.clear();
     return true;
