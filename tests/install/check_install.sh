@@ -32,4 +32,12 @@ cmake -S "$tmp/user" -B "$tmp/user/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/pre
   -DCMAKE_CXX_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > /dev/null
 cmake --build "$tmp/user/build" > /dev/null
 "$tmp/user/build/app" | grep -q "sum = 10"
-echo "install check: pkg-config and find_package builds both ran"
+
+# 3. The installed tools run from the prefix alone: chorus-sim --plot finds
+# its gnuplot script under share/chorus (not in a source tree).
+test -f "$tmp/prefix/share/chorus/plot_sim.gp"
+(cd "$tmp" && "$tmp/prefix/bin/chorus-sim" allreduce --ranks 8 -b 8 -e 1M -f 64 \
+   --alpha 2us --beta 10GB/s --plot "$tmp/sim.svg" > "$tmp/sim.out")
+grep -q "ring" "$tmp/sim.out"
+grep -q "<svg" "$tmp/sim.svg"
+echo "install check: pkg-config and find_package builds both ran; installed chorus-sim --plot drew an SVG"
