@@ -5,6 +5,9 @@
 #include "core/reduce_kernels.h"
 
 #include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
 #include <new>
 #include <ostream>
 #include <thread>
@@ -153,7 +156,68 @@ void CommunicatorImpl::abort(std::string_view reason) {
   }
 }
 
-CommunicatorImpl::~CommunicatorImpl() = default;
+CommunicatorImpl::~CommunicatorImpl() {
+  if (tracer_ == nullptr) return;
+  engine_.set_tracer(nullptr);
+  try {
+    const std::string problem = tracer_->write(config_.trace_dir, trace_index_, transport_->name());
+    if (!problem.empty()) log_message(config_.log_level, LogLevel::warn, rank_, "trace: ", problem);
+  } catch (...) {
+    // A destructor gives up the trace rather than throw.
+  }
+}
+
+namespace {
+// The K of trace file names: traced communicators made so far, per rank (so
+// that the threads of run_ranks, each a rank, count like processes do).
+int next_trace_index(int rank) {
+  static std::mutex mu;
+  static std::map<int, int> made;
+  std::lock_guard lock(mu);
+  return made[rank]++;
+}
+}  // namespace
+
+// Rank 0 answers kClockRounds pings of every other rank, in rank order, with
+// its clock and the trace's epoch; each rank keeps the offset of its ping
+// with the shortest round trip (Cristian's algorithm), so the error of its
+// offset is at most half that round trip.
+void CommunicatorImpl::start_trace() {
+  if (config_.trace_dir.empty()) return;
+  constexpr int kClockRounds = 8;
+  auto tracer = std::make_unique<Tracer>(rank_, size_);
+  int64_t epoch = Tracer::now_ns();
+  int64_t offset = 0;
+  const CallOptions options;
+  if (rank_ == 0) {
+    for (int r = 1; r < size_; ++r) {
+      for (int k = 0; k < kClockRounds; ++k) {
+        int64_t ping = 0;
+        wait(*submit_point_to_point(OpKind::recv, nullptr, &ping, 1, DataType::int64, r, options));
+        const int64_t reply[2] = {Tracer::now_ns(), epoch};
+        wait(*submit_point_to_point(OpKind::send, reply, nullptr, 2, DataType::int64, r, options));
+      }
+    }
+  } else {
+    int64_t best = INT64_MAX;
+    for (int k = 0; k < kClockRounds; ++k) {
+      const int64_t sent = Tracer::now_ns();
+      wait(*submit_point_to_point(OpKind::send, &sent, nullptr, 1, DataType::int64, 0, options));
+      int64_t reply[2] = {0, 0};
+      wait(*submit_point_to_point(OpKind::recv, nullptr, reply, 2, DataType::int64, 0, options));
+      const int64_t back = Tracer::now_ns();
+      if (back - sent < best) {
+        best = back - sent;
+        offset = reply[0] - (sent + (back - sent) / 2);
+        epoch = reply[1];
+      }
+    }
+  }
+  tracer->set_clock(offset, epoch);
+  tracer_ = std::move(tracer);
+  trace_index_ = next_trace_index(rank_);
+  engine_.set_tracer(tracer_.get());
+}
 
 void CommunicatorImpl::validate(const CallDescriptor& c) const {
   const CallSite where{rank(), to_string(c.collective)};
@@ -463,8 +527,9 @@ bool CommunicatorImpl::test(WorkState& w) {
 Communicator make_communicator(std::unique_ptr<Transport> transport, Config config) {
   // The communicator makes its selector (tune/selector.h), which may
   // calibrate the links: every rank calls this at creation.
-  return Communicator(
-      std::make_unique<detail::CommunicatorImpl>(std::move(transport), std::move(config)));
+  auto impl = std::make_unique<detail::CommunicatorImpl>(std::move(transport), std::move(config));
+  impl->start_trace();
+  return Communicator(std::move(impl));
 }
 
 Work::Work() = default;

@@ -109,6 +109,11 @@ class CommunicatorImpl {
     return recorder_.to_json(rank_, size_, transport_->name());
   }
 
+  // With CHORUS_TRACE set: aligns this rank's clock with rank 0's (a few
+  // point-to-point ping-pongs, so every rank calls it, at creation) and
+  // records every op from then on; the trace is written at destruction.
+  void start_trace();
+
   // Communicator::abort: any thread, never blocks (see communicator.h).
   void abort(std::string_view reason);
 
@@ -170,6 +175,9 @@ class CommunicatorImpl {
   // Held while the communicator lives; WorkStates watch it (WorkState::alive).
   std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   std::unique_ptr<Transport> transport_;
+  // Declared before the engine, which points to it: destroyed after it.
+  std::unique_ptr<Tracer> tracer_;
+  int trace_index_ = 0;  // K of the trace file's name (exec/trace.h)
   int rank_;  // transport_'s, read once: the checks use them on every call
   int size_;
   Config config_;

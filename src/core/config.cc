@@ -205,6 +205,7 @@ Config Config::from_env(const EnvLookup& lookup) {
   if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = lookup("CHORUS_HOST_ID")) cfg.host_id = *v;
   if (auto v = lookup("CHORUS_FLIGHT_RECORDER")) cfg.flight_recorder_dir = *v;
+  if (auto v = lookup("CHORUS_TRACE")) cfg.trace_dir = *v;
   if (auto v = lookup("CHORUS_BIND"); v && !v->empty()) {
     if (*v != "core" && *v != "none")
       fail(ErrorCode::invalid_argument, "CHORUS_BIND='", *v, "' is not one of core, none");

@@ -28,6 +28,8 @@
 //                      between them; lets one machine stand in for several
 //   CHORUS_FLIGHT_RECORDER  a directory: every failure writes the rank's last
 //                      calls there as JSON (api/flight_recorder.h)
+//   CHORUS_TRACE       a directory: every communicator writes a Chrome trace
+//                      of its ops there when it is destroyed (exec/trace.h)
 //   CHORUS_BIND        core | none: chorus-run and chorus-perf bind local
 //                      ranks to cores when there are enough (default core)
 #pragma once
@@ -67,6 +69,7 @@ struct Config {
   bool bind_cores = true;   // CHORUS_BIND
   std::string host_id;      // CHORUS_HOST_ID; "" = hostname and boot id
   std::string flight_recorder_dir;  // CHORUS_FLIGHT_RECORDER; "" = no files
+  std::string trace_dir;            // CHORUS_TRACE; "" = no timeline
   std::string store_secret;  // CHORUS_STORE_SECRET; "" = an open tcp:// store
 
   // The override for one collective, or "" when none applies.

@@ -71,9 +71,15 @@ void Execution::restart(std::shared_ptr<const PreparedProgram> program, ExecBuff
 std::byte* Execution::address(const Region& r) const {
   std::byte* base = nullptr;
   switch (r.buffer) {
-    case BufferKind::input: base = static_cast<std::byte*>(const_cast<void*>(buffers_.input)); break;
-    case BufferKind::output: base = static_cast<std::byte*>(buffers_.output); break;
-    case BufferKind::scratch: base = static_cast<std::byte*>(buffers_.scratch); break;
+    case BufferKind::input:
+      base = static_cast<std::byte*>(const_cast<void*>(buffers_.input));
+      break;
+    case BufferKind::output:
+      base = static_cast<std::byte*>(buffers_.output);
+      break;
+    case BufferKind::scratch:
+      base = static_cast<std::byte*>(buffers_.scratch);
+      break;
   }
   if (base == nullptr) return nullptr;  // zero-sized or absent buffer; never dereferenced
   return base + r.offset * elem_size_;
@@ -86,8 +92,9 @@ std::string Execution::pending_summary() const {
     if ((state_[i] & kFinished) || missing_deps_[i] > 0) continue;
     const Op& o = program_->ops[i];
     s += str_cat(shown ? "; " : "", to_string(o.kind),
-                 has_peer(o.kind) ? str_cat(o.kind == OpKind::send ? " to" : " from", " peer ", o.peer)
-                                  : std::string(),
+                 has_peer(o.kind)
+                     ? str_cat(o.kind == OpKind::send ? " to" : " from", " peer ", o.peer)
+                     : std::string(),
                  " (op ", i, " of ", state_.size(), ")");
     ++shown;
   }
@@ -105,6 +112,10 @@ void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
   Execution& e = *exec;
   active_.push_back(exec);
   const auto& ops = e.program_->ops;
+  if (tracer_ != nullptr) {
+    e.started_ns_.assign(ops.size(), 0);
+    now_ticks_ = Tracer::ticks();
+  }
   // Reserve this execution's place in every peer queue first, so that ops of a
   // later execution can never overtake it on a channel.
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -139,6 +150,7 @@ void Engine::start_local(Execution& e, OpIndex op) {
   const Op& o = e.program_->ops[op];
   e.state_[op] &= static_cast<uint8_t>(~Execution::kReady);
   const size_t bytes = o.dst.count * e.elem_size_;
+  if (tracer_ != nullptr) e.started_ns_[op] = now_ticks_;
   if (bytes > 0) {
     std::byte* dst = e.address(o.dst);
     const std::byte* src = o.kind == OpKind::divide ? nullptr : e.address(o.src);
@@ -149,6 +161,10 @@ void Engine::start_local(Execution& e, OpIndex op) {
     } else {
       reduce_into(e.type_, e.op_, dst, dst, src, o.dst.count);
     }
+  }
+  if (tracer_ != nullptr) {
+    now_ticks_ = Tracer::ticks();
+    trace(e, op, now_ticks_);
   }
   finish_op(e, op);
 }
@@ -163,6 +179,7 @@ void Engine::pump_peer(int peer, bool sends) {
     q.pop_front();
     e.state_[p.op] &= static_cast<uint8_t>(~Execution::kReady);
     const Op& o = e.program_->ops[p.op];
+    if (tracer_ != nullptr) e.started_ns_[p.op] = now_ticks_;
     RequestId id;
     if (sends) {
       id = transport_.isend(peer, e.address(o.src), o.src.count * e.elem_size_, e.stamp_);
@@ -198,7 +215,8 @@ Engine::Pending Engine::untrack(RequestId id) {
     in_flight_head_ = 0;
   } else if (in_flight_head_ >= kCompactAfter && 2 * in_flight_head_ >= in_flight_.size()) {
     // Long-lived requests at the front: drop the holes before them.
-    in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(in_flight_head_));
+    in_flight_.erase(in_flight_.begin(),
+                     in_flight_.begin() + static_cast<std::ptrdiff_t>(in_flight_head_));
     in_flight_head_ = 0;
   }
   return p;
@@ -215,10 +233,21 @@ void Engine::finish_op(Execution& e, OpIndex op) {
   }
 }
 
+void Engine::trace(const Execution& e, OpIndex op, int64_t end) {
+  if (op >= e.started_ns_.size()) return;  // enqueued before the tracer was set
+  const Op& o = e.program_->ops[op];
+  const Region& r = o.kind == OpKind::send ? o.src : o.dst;
+  tracer_->record({e.started_ns_[op], end, r.count * e.elem_size_, e.stamp_.seq, op, o.kind,
+                   has_peer(o.kind) ? o.peer : -1, e.label_.operation, e.label_.algorithm});
+}
+
 void Engine::dispatch(const std::vector<RequestId>& done) {
   bool any_finished = false;
+  if (tracer_ != nullptr && !done.empty()) now_ticks_ = Tracer::ticks();
+  const int64_t now = now_ticks_;
   for (RequestId id : done) {
     const Pending p = untrack(id);
+    if (tracer_ != nullptr) trace(*p.exec, p.op, now);
     finish_op(*p.exec, p.op);
     any_finished |= p.exec->done();
   }
@@ -253,8 +282,9 @@ std::string Engine::stall_report(const Execution& e) {
     if (!p.responsive)
       what += str_cat(what.empty() ? "" : " and ", p.note.empty() ? "does not answer" : p.note);
     if (p.last.kind != 0)
-      what += str_cat("; its last call: ", p.last.point_to_point() ? "point-to-point message " : "call ",
-                      p.last.seq, ", ", describe(p.last, ""));
+      what += str_cat(
+          "; its last call: ", p.last.point_to_point() ? "point-to-point message " : "call ",
+          p.last.seq, ", ", describe(p.last, ""));
     behind += str_cat(behind.empty() ? "" : "; ", "rank ", p.rank, " ", what);
   }
   const std::string call = p2p ? str_cat("message ", mine.seq) : str_cat("call ", mine.seq);

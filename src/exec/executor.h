@@ -8,6 +8,7 @@
 // transport moves and reduces messages.
 #pragma once
 
+#include "exec/trace.h"
 #include "schedule/program.h"
 #include "transport/transport.h"
 
@@ -90,6 +91,7 @@ class Execution {
   CallStamp stamp_;
   std::vector<uint32_t> missing_deps_;  // per op
   std::vector<uint8_t> state_;          // per op: kReady (deps done, not started), kFinished
+  std::vector<int64_t> started_ns_;     // per op, only while traced: Tracer::ticks() at its start
   size_t remaining_ = 0;
 };
 
@@ -112,6 +114,9 @@ class Engine {
     stop_ = flag;
     on_stop_ = std::move(on_set);
   }
+  // Records every op of the executions enqueued from now on (exec/trace.h);
+  // nullptr: none (the default).
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
   struct Pending {
@@ -125,11 +130,16 @@ class Engine {
   void dispatch(const std::vector<RequestId>& done);
   void track(RequestId id, Pending pending);
   Pending untrack(RequestId id);
+  void trace(const Execution& e, OpIndex op, int64_t end);
   [[noreturn]] void timed_out(const Execution& e);
   // Which peers are behind `e`, in words (asks the transport).
   std::string stall_report(const Execution& e);
 
   Transport& transport_;
+  Tracer* tracer_ = nullptr;
+  // While traced: the last Tracer::ticks() read, which ops that start in the
+  // same burst (an enqueue, a completion and what it readies) share.
+  int64_t now_ticks_ = 0;
   const std::atomic<bool>* stop_ = nullptr;
   std::function<void()> on_stop_;
   int rank_;
