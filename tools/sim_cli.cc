@@ -2,23 +2,25 @@
 
 #include "algorithms/algorithm.h"
 #include "core/check.h"
+#include "exec/trace.h"
 #include "model/cost_model.h"
 #include "model/units.h"
-#include "tune/sim_sweep.h"
+#include "sim/simulator.h"
 #include "sim/topology.h"
+#include "tune/sim_sweep.h"
 
 #include <CLI/CLI.hpp>
 
 #include <chorus/types.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <ostream>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace chorus {
 namespace {
@@ -33,7 +35,7 @@ struct Args {
   std::string topology = "switch";
   std::string algos = "all";
   std::string dtype = "float32";
-  std::string json, plot, plot_script;
+  std::string json, plot, plot_script, trace;
 };
 
 // Where plot_sim.gp lives: next to a build tree (build-x/tools/chorus-sim ->
@@ -42,8 +44,8 @@ std::string find_plot_script() {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
-  for (const char* rel : {"../../scripts/plot_sim.gp", "../share/chorus/plot_sim.gp",
-                          "../scripts/plot_sim.gp"}) {
+  for (const char* rel :
+       {"../../scripts/plot_sim.gp", "../share/chorus/plot_sim.gp", "../scripts/plot_sim.gp"}) {
     const auto p = exe.parent_path() / rel;
     if (std::filesystem::exists(p, ec)) return p.lexically_normal().string();
   }
@@ -53,8 +55,8 @@ std::string find_plot_script() {
 // Runs gnuplot without a shell, so that paths need no quoting.
 void run_gnuplot(const std::string& script, const std::string& data, const std::string& svg,
                  const std::string& title, size_t blocks) {
-  const std::string vars = str_cat("datafile='", data, "'; outfile='", svg, "'; plottitle='",
-                                   title, "'; nblocks=", blocks);
+  const std::string vars = str_cat("datafile='", data, "'; outfile='", svg, "'; plottitle='", title,
+                                   "'; nblocks=", blocks);
   std::vector<std::string> args = {"gnuplot", "-e", vars, script};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -75,7 +77,8 @@ std::vector<size_t> sizes_of(const Args& a, const CLI::App& app) {
   }
   const size_t lo = parse_size(a.min_size, "-b");
   const size_t hi = parse_size(a.max_size, "-e");
-  if (lo > hi) fail(ErrorCode::invalid_argument, "-b ", a.min_size, " is larger than -e ", a.max_size);
+  if (lo > hi)
+    fail(ErrorCode::invalid_argument, "-b ", a.min_size, " is larger than -e ", a.max_size);
   if (!(a.factor > 1)) fail(ErrorCode::invalid_argument, "-f must be > 1, got ", a.factor);
   if (lo == 0) fail(ErrorCode::invalid_argument, "-b must be positive");
   std::vector<size_t> out;
@@ -83,6 +86,58 @@ std::vector<size_t> sizes_of(const Args& a, const CLI::App& app) {
        s *= a.factor)
     out.push_back(static_cast<size_t>(s + 0.5));
   return out;
+}
+
+// --trace: the simulated run of one algorithm at one size as a Chrome trace
+// (exec/trace.h's format: pid = rank, a row per peer and direction), with
+// times in simulated microseconds from 0, as call 1.
+void write_trace(const Args& a, const SimSweepSpec& spec, const Topology& topo, std::ostream& err) {
+  if (spec.sizes.size() != 1 || spec.algorithms.size() != 1)
+    fail(ErrorCode::invalid_argument,
+         "--trace needs one size (--bytes) and one algorithm (--algo); ", "got ", spec.sizes.size(),
+         " size(s) and ", spec.algorithms.size(), " algorithm(s)");
+  const Algorithm& al = *spec.algorithms[0];
+  const int n = spec.ranks;
+  const bool per_block = spec.collective == Collective::allgather ||
+                         spec.collective == Collective::reduce_scatter ||
+                         spec.collective == Collective::alltoall;
+  const size_t count = spec.sizes[0] / spec.elem_size / (per_block ? static_cast<size_t>(n) : 1);
+  CollectiveSpec cs{spec.collective, n, 0, count, spec.elem_size, 0};
+  for (int r = 0; r < n; ++r) {
+    cs.rank = r;
+    if (Support s = supports(al, cs); !s)
+      fail(ErrorCode::invalid_argument, "--trace: ", al.name, " does not run at ",
+           format_size(spec.sizes[0]), ": ", s.reason);
+  }
+  cs.rank = 0;
+  const std::vector<Program> programs = build_all(al, cs);
+  SimOptions options{spec.params.ports, spec.params.gamma, spec.elem_size};
+  options.record_ops = true;
+  const SimResult res = simulate(programs, topo, options);
+  std::vector<RankTrace> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    RankTrace& rt = ranks[static_cast<size_t>(r)];
+    rt.rank = r;
+    const Program& p = programs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      const Op& o = p.ops[i];
+      const OpTime& t = res.op_times[static_cast<size_t>(r)][i];
+      const Region& region = o.kind == OpKind::send ? o.src : o.dst;
+      rt.ops.push_back({t.start * 1e6, (t.end - t.start) * 1e6, region.count * spec.elem_size, 1,
+                        static_cast<uint32_t>(i), o.kind, has_peer(o.kind) ? o.peer : -1,
+                        to_string(spec.collective), al.name});
+    }
+  }
+  const std::string other =
+      str_cat("{\"simulated\": true, \"size\": ", n, ", \"topology\": \"", topo.name(),
+              "\", \"ports\": ", spec.params.ports, ", \"bytes\": ", spec.sizes[0],
+              ", \"alpha_s\": ", spec.params.alpha, ", \"beta_Bps\": ", spec.params.beta,
+              ", \"gamma_s_per_B\": ", spec.params.gamma, ", \"time_us\": ", res.time * 1e6, "}");
+  std::ofstream f(a.trace);
+  if (!f) fail(ErrorCode::invalid_argument, "--trace: cannot write '", a.trace, "'");
+  f << chrome_trace(n, ranks, other) << "\n";
+  if (!f) fail(ErrorCode::system, "--trace: writing '", a.trace, "' failed");
+  err << "wrote " << a.trace << "\n";
 }
 
 int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err) {
@@ -99,11 +154,9 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   const CostParams params{parse_time(a.alpha, "--alpha"), parse_bandwidth(a.beta, "--beta"),
                           parse_time(a.gamma, "--gamma"), a.ports};
   const LinkParams link{"link", params.alpha, params.beta};
-  const LinkParams inter{"inter",
-                         a.inter_alpha.empty() ? params.alpha
-                                               : parse_time(a.inter_alpha, "--inter-alpha"),
-                         a.inter_beta.empty() ? params.beta
-                                              : parse_bandwidth(a.inter_beta, "--inter-beta")};
+  const LinkParams inter{
+      "inter", a.inter_alpha.empty() ? params.alpha : parse_time(a.inter_alpha, "--inter-alpha"),
+      a.inter_beta.empty() ? params.beta : parse_bandwidth(a.inter_beta, "--inter-beta")};
   const auto topo = make_topology(a.topology, a.ranks, link, inter);
 
   std::vector<const Algorithm*> algos;
@@ -121,8 +174,9 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   }
   if (algos.empty()) fail(ErrorCode::invalid_argument, "no algorithm for ", a.collective);
 
-  const SimSweepSpec spec{*coll, a.ranks, es, params, algos,
-                          *coll == Collective::barrier ? std::vector<size_t>{0} : sizes_of(a, app)};
+  const SimSweepSpec spec{
+      *coll,  a.ranks, es,
+      params, algos,   *coll == Collective::barrier ? std::vector<size_t>{0} : sizes_of(a, app)};
   const SimSweep sweep = sim_sweep(spec, *topo);
   for (const std::string& note : sweep.skipped) err << "note: " << note << "\n";
   const auto& table = sweep.sizes;
@@ -131,9 +185,10 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
       << " ports=" << a.ports << " alpha=" << format_time(params.alpha)
       << " beta=" << format_bandwidth(params.beta) << " gamma=" << format_time(params.gamma)
       << "/B dtype=" << a.dtype << "\n";
-  out << std::setw(10) << "size" << "  " << std::left << std::setw(20) << "algo" << std::right
-      << std::setw(14) << "sim_us" << std::setw(14) << "formula_us" << std::setw(14)
-      << "bound_us" << std::setw(9) << "%bound" << "\n";
+  out << std::setw(10) << "size"
+      << "  " << std::left << std::setw(20) << "algo" << std::right << std::setw(14) << "sim_us"
+      << std::setw(14) << "formula_us" << std::setw(14) << "bound_us" << std::setw(9) << "%bound"
+      << "\n";
   auto us = [](double s) {
     std::ostringstream o;
     o << std::fixed << std::setprecision(3) << s * 1e6;
@@ -145,9 +200,9 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
       std::ostringstream p;
       p << std::fixed << std::setprecision(1) << pct;
       out << std::setw(10) << format_size(static_cast<size_t>(r.bytes)) << "  " << std::left
-          << std::setw(20) << r.algo << std::right << std::setw(14) << us(r.time)
-          << std::setw(14) << (r.formula ? us(*r.formula) : std::string("-")) << std::setw(14)
-          << us(r.bound) << std::setw(9) << p.str() << (r.fastest ? "  *" : "") << "\n";
+          << std::setw(20) << r.algo << std::right << std::setw(14) << us(r.time) << std::setw(14)
+          << (r.formula ? us(*r.formula) : std::string("-")) << std::setw(14) << us(r.bound)
+          << std::setw(9) << p.str() << (r.fastest ? "  *" : "") << "\n";
     }
   // Crossovers: sizes where the fastest algorithm changes.
   std::string prev;
@@ -162,8 +217,9 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
       }
       prev = r.algo;
     }
-  out << (any ? "\n" : str_cat("crossovers: none (", prev.empty() ? "-" : prev,
-                               " is fastest at every size)\n"));
+  out << (any ? "\n"
+              : str_cat("crossovers: none (", prev.empty() ? "-" : prev,
+                        " is fastest at every size)\n"));
 
   if (!a.json.empty()) {
     std::ofstream f(a.json);
@@ -171,6 +227,8 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
     f << sim_sweep_json(spec, *topo, sweep) << "\n";
     if (!f) fail(ErrorCode::system, "--json: writing '", a.json, "' failed");
   }
+
+  if (!a.trace.empty()) write_trace(a, spec, *topo, err);
 
   if (!a.plot.empty()) {
     const std::string script = a.plot_script.empty() ? find_plot_script() : a.plot_script;
@@ -203,10 +261,10 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
     blocks += header ? 1 : 0;
     f.close();
     if (blocks == 0) fail(ErrorCode::invalid_argument, "--plot: nothing to plot (no size > 0)");
-    run_gnuplot(script, data, a.plot,
-                str_cat(a.collective, ", N = ", a.ranks, ", ", topo->name(), ", ", a.ports,
-                        " port(s)"),
-                blocks);
+    run_gnuplot(
+        script, data, a.plot,
+        str_cat(a.collective, ", N = ", a.ranks, ", ", topo->name(), ", ", a.ports, " port(s)"),
+        blocks);
     err << "wrote " << a.plot << "\n";
   }
   return 0;
@@ -238,13 +296,17 @@ int sim_cli_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   app.add_option("--json", a.json, "write the rows as JSON to this file");
   app.add_option("--plot", a.plot, "draw time vs size (log-log) with gnuplot into this SVG");
   app.add_option("--plot-script", a.plot_script, "gnuplot script (default scripts/plot_sim.gp)");
+  app.add_option(
+      "--trace", a.trace,
+      "write the run of one --algo at one --bytes as a Chrome trace (JSON) to this file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     out << app.help();
     return 0;
   } catch (const CLI::ParseError& e) {
-    err << "chorus-sim: " << e.what() << "\n" << "run chorus-sim --help for usage\n";
+    err << "chorus-sim: " << e.what() << "\n"
+        << "run chorus-sim --help for usage\n";
     return 2;
   }
   try {

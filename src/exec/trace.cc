@@ -77,21 +77,45 @@ size_t Tracer::recorded() const {
   return chunks_.empty() ? 0 : (chunks_.size() - 1) * kChunkEvents + used_;
 }
 
-std::string Tracer::to_json(std::string_view transport) const {
+std::string chrome_trace(int size, const std::vector<RankTrace>& ranks,
+                         const std::string& other_json) {
   using nlohmann::json;
   json events = json::array();
-  auto meta = [&](const char* what, int tid, const std::string& name) {
-    json m = {{"ph", "M"}, {"name", what}, {"pid", rank_}, {"args", {{"name", name}}}};
-    if (tid >= 0) m["tid"] = tid;
-    events.push_back(std::move(m));
-  };
-  meta("process_name", -1, str_cat("rank ", rank_));
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    meta("thread_name", 2 * p, str_cat("send to ", p));
-    meta("thread_name", 2 * p + 1, str_cat("recv from ", p));
+  for (const RankTrace& rt : ranks) {
+    const int rank = rt.rank;
+    auto meta = [&](const char* what, int tid, const std::string& name) {
+      json m = {{"ph", "M"}, {"name", what}, {"pid", rank}, {"args", {{"name", name}}}};
+      if (tid >= 0) m["tid"] = tid;
+      events.push_back(std::move(m));
+    };
+    meta("process_name", -1, str_cat("rank ", rank));
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      meta("thread_name", 2 * p, str_cat("send to ", p));
+      meta("thread_name", 2 * p + 1, str_cat("recv from ", p));
+    }
+    meta("thread_name", 2 * size, "local (copy, reduce)");
+    for (const TraceOp& e : rt.ops) {
+      const int tid = e.peer < 0 ? 2 * size : 2 * e.peer + (e.kind == OpKind::send ? 0 : 1);
+      json args = {{"bytes", e.bytes}, {"peer", e.peer}, {"call", e.call}, {"op", e.op}};
+      if (!e.algorithm.empty()) args["algorithm"] = std::string(e.algorithm);
+      events.push_back({{"ph", "X"},
+                        {"name", std::string(to_string(e.kind))},
+                        {"cat", std::string(e.category)},
+                        {"pid", rank},
+                        {"tid", tid},
+                        {"ts", e.start_us},
+                        {"dur", e.dur_us},
+                        {"args", std::move(args)}});
+    }
   }
-  meta("thread_name", 2 * size_, "local (copy, reduce)");
+  json doc = {{"traceEvents", std::move(events)},
+              {"displayTimeUnit", "ns"},
+              {"otherData", other_json.empty() ? json::object() : json::parse(other_json)}};
+  return doc.dump();
+}
+
+std::string Tracer::to_json(std::string_view transport) const {
   // Ticks per nanosecond over this tracer's life (1 for the steady clock).
   const int64_t ticks1 = ticks(), ns1 = now_ns();
   const double per_ns = ns1 > ns0_ && ticks1 > ticks0_ ? static_cast<double>(ticks1 - ticks0_) /
@@ -102,32 +126,22 @@ std::string Tracer::to_json(std::string_view transport) const {
     const double local_ns = static_cast<double>(ns0_) + static_cast<double>(t - ticks0_) / per_ns;
     return (local_ns + static_cast<double>(offset_ns_ - epoch_ns_)) * 1e-3;
   };
+  RankTrace rt{rank_, {}};
+  rt.ops.reserve(recorded());
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const size_t n = c + 1 == chunks_.size() ? used_ : kChunkEvents;
     for (size_t i = 0; i < n; ++i) {
       const Event& e = chunks_[c].events[i];
-      const int tid = e.peer < 0 ? 2 * size_ : 2 * e.peer + (e.kind == OpKind::send ? 0 : 1);
-      json args = {{"bytes", e.bytes}, {"peer", e.peer}, {"call", e.call}, {"op", e.op}};
-      if (!e.algorithm.empty()) args["algorithm"] = std::string(e.algorithm);
-      events.push_back({{"ph", "X"},
-                        {"name", std::string(to_string(e.kind))},
-                        {"cat", std::string(e.category)},
-                        {"pid", rank_},
-                        {"tid", tid},
-                        {"ts", us(e.start)},
-                        {"dur", static_cast<double>(e.end - e.start) / per_ns * 1e-3},
-                        {"args", std::move(args)}});
+      rt.ops.push_back({us(e.start), static_cast<double>(e.end - e.start) / per_ns * 1e-3, e.bytes,
+                        e.call, e.op, e.kind, e.peer, e.category, e.algorithm});
     }
   }
-  json doc = {{"traceEvents", std::move(events)},
-              {"displayTimeUnit", "ns"},
-              {"otherData",
-               {{"rank", rank_},
-                {"size", size_},
-                {"transport", std::string(transport)},
-                {"dropped", dropped_},
-                {"clock_offset_ns", offset_ns_}}}};
-  return doc.dump();
+  const nlohmann::json other = {{"rank", rank_},
+                                {"size", size_},
+                                {"transport", std::string(transport)},
+                                {"dropped", dropped_},
+                                {"clock_offset_ns", offset_ns_}};
+  return chrome_trace(size_, {std::move(rt)}, other.dump());
 }
 
 std::string Tracer::write(const std::string& dir, int comm_index,

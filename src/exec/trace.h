@@ -50,6 +50,28 @@ namespace chorus {
 
 inline constexpr size_t kTraceEvents = size_t{1} << 20;
 
+// One op of one rank in a Chrome trace, times in microseconds.
+struct TraceOp {
+  double start_us = 0;
+  double dur_us = 0;
+  uint64_t bytes = 0;
+  uint32_t call = 0;
+  uint32_t op = 0;
+  OpKind kind = OpKind::copy;
+  int peer = -1;               // -1: a local op
+  std::string_view category;   // "allreduce", "send to peer", ...
+  std::string_view algorithm;  // "" for point-to-point
+};
+struct RankTrace {
+  int rank = 0;
+  std::vector<TraceOp> ops;
+};
+// The Chrome trace document of the ranks' ops, in the format above (rows
+// named per rank, peer and direction); `other_json` is the JSON object
+// stored as "otherData".
+std::string chrome_trace(int size, const std::vector<RankTrace>& ranks,
+                         const std::string& other_json);
+
 class Tracer {
  public:
   Tracer(int rank, int size);

@@ -24,9 +24,9 @@ struct Event {
 
 // A message in flight over more than one hop.
 struct Flight {
-  uint32_t recv;        // global op id of the receive it delivers to
-  uint32_t next_hop;    // index into Sim::hops_ of the hop to request next
-  uint32_t end_hop;     // one past its last hop
+  uint32_t recv;      // global op id of the receive it delivers to
+  uint32_t next_hop;  // index into Sim::hops_ of the hop to request next
+  uint32_t end_hop;   // one past its last hop
   double bytes;
 };
 
@@ -60,16 +60,16 @@ class Sim {
   // Per op, by global id (rank r's op i is base_[r] + i).
   std::vector<uint32_t> base_;
   std::vector<int> rank_of_;
-  std::vector<uint32_t> missing_;       // deps not yet done
-  std::vector<uint32_t> dep_begin_;     // CSR of dependents
+  std::vector<uint32_t> missing_;    // deps not yet done
+  std::vector<uint32_t> dep_begin_;  // CSR of dependents
   std::vector<uint32_t> dependents_;
   std::vector<uint32_t> chan_prev_;
   std::vector<uint32_t> chan_next_;
-  std::vector<uint32_t> partner_;       // matched op of a send or receive
+  std::vector<uint32_t> partner_;  // matched op of a send or receive
   std::vector<uint8_t> started_;
   std::vector<uint8_t> done_;
-  std::vector<double> ready_at_;        // receives: when they started (-1: not yet)
-  std::vector<double> arrives_at_;      // receives: delivery time (-1: not yet known)
+  std::vector<double> ready_at_;    // receives: when they started (-1: not yet)
+  std::vector<double> arrives_at_;  // receives: delivery time (-1: not yet known)
 
   std::vector<double> send_free_, recv_free_, link_free_;
   std::vector<double> port_busy_, link_busy_;
@@ -81,6 +81,7 @@ class Sim {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   uint64_t seq_ = 0;
   SimResult result_;
+  std::vector<OpTime> times_;  // by global op id, with record_ops
 };
 
 void Sim::index() {
@@ -112,8 +113,8 @@ void Sim::index() {
       missing_[g] = static_cast<uint32_t>(ops[i].deps.size());
       for (OpIndex d : ops[i].deps) {
         if (d >= i)
-          fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (",
-               describe(ops[i]), ") depends on op ", d, ", which is not an earlier op");
+          fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(ops[i]),
+               ") depends on op ", d, ", which is not an earlier op");
         ++dep_begin_[b + d + 1];
       }
       const OpIndex cp = m.matching.channel_prev[r][i];
@@ -183,6 +184,7 @@ void Sim::receive_ready(uint32_t g) {
 
 void Sim::start_one(uint32_t g, double t) {
   started_[g] = 1;
+  if (opt_.record_ops) times_[g].start = t;
   const Op& o = op(g);
   switch (o.kind) {
     case OpKind::copy:
@@ -204,8 +206,7 @@ void Sim::start_one(uint32_t g, double t) {
       } else {
         const auto begin = static_cast<uint32_t>(hops_.size());
         hops_.insert(hops_.end(), route_.begin() + 1, route_.end());
-        flights_.push_back(
-            {partner_[g], begin, static_cast<uint32_t>(hops_.size()), bytes});
+        flights_.push_back({partner_[g], begin, static_cast<uint32_t>(hops_.size()), bytes});
         push(first, EventKind::next_hop, static_cast<uint32_t>(flights_.size() - 1));
       }
       break;
@@ -233,6 +234,7 @@ void Sim::start(uint32_t g, double t) {
 
 void Sim::finish(uint32_t g, double t) {
   done_[g] = 1;
+  if (opt_.record_ops) times_[g].end = t;
   ++result_.ops;
   double& rt = result_.rank_time[static_cast<size_t>(rank_of_[g])];
   rt = std::max(rt, t);
@@ -260,6 +262,7 @@ SimResult Sim::run() {
   link_free_.assign(topo_.link_count(), 0.0);
   link_busy_.assign(topo_.link_count(), 0.0);
   result_.rank_time.assign(static_cast<size_t>(n), 0.0);
+  if (opt_.record_ops) times_.assign(started_.size(), OpTime{});
 
   const auto total = static_cast<uint32_t>(started_.size());
   for (uint32_t g = 0; g < total; ++g)
@@ -288,6 +291,14 @@ SimResult Sim::run() {
              " (", describe(op(g)), ")",
              started_[g] ? " started but its message never arrived" : " never started");
       }
+  }
+  if (opt_.record_ops) {
+    result_.op_times.resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const auto from = times_.begin() + base_[static_cast<size_t>(r)];
+      result_.op_times[static_cast<size_t>(r)].assign(
+          from, from + static_cast<std::ptrdiff_t>(programs_[static_cast<size_t>(r)].ops.size()));
+    }
   }
   for (double t : result_.rank_time) result_.time = std::max(result_.time, t);
   for (double b : port_busy_) result_.max_port_busy = std::max(result_.max_port_busy, b);

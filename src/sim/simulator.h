@@ -33,21 +33,30 @@
 namespace chorus {
 
 struct SimOptions {
-  int ports = 1;       // send ports and receive ports per rank: 1 or 2
-  double gamma = 0;    // seconds per reduced byte
+  int ports = 1;     // send ports and receive ports per rank: 1 or 2
+  double gamma = 0;  // seconds per reduced byte
   size_t elem_size = 1;
+  bool record_ops = false;  // fill SimResult::op_times (chorus-sim --trace)
+};
+
+// When an op started and completed, in simulated seconds.
+struct OpTime {
+  double start = 0;
+  double end = 0;
 };
 
 struct SimResult {
-  double time = 0;                 // when the last op of any rank completes
-  std::vector<double> rank_time;   // per rank
-  size_t ops = 0;                  // ops executed
-  size_t messages = 0;             // sends
-  size_t hops = 0;                 // link traversals (messages on switch)
-  size_t events = 0;               // events popped from the queue
-  double bytes = 0;                // bytes sent, summed over hops
-  double max_port_busy = 0;        // busiest port: seconds occupied
-  double max_link_busy = 0;        // busiest shared link: seconds occupied
+  double time = 0;                // when the last op of any rank completes
+  std::vector<double> rank_time;  // per rank
+  size_t ops = 0;                 // ops executed
+  size_t messages = 0;            // sends
+  size_t hops = 0;                // link traversals (messages on switch)
+  size_t events = 0;              // events popped from the queue
+  double bytes = 0;               // bytes sent, summed over hops
+  double max_port_busy = 0;       // busiest port: seconds occupied
+  double max_link_busy = 0;       // busiest shared link: seconds occupied
+  // With SimOptions::record_ops: op_times[r][i] is rank r's op i.
+  std::vector<std::vector<OpTime>> op_times;
 };
 
 // Simulates programs[r] as rank r's Program on `topology` (which must have

@@ -2,15 +2,18 @@
 // with a non-zero exit status on bad input.
 #include "sim_cli.h"
 
+#include "algorithms/algorithm.h"
+
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
-#include <unistd.h>
 
 namespace chorus {
 namespace {
@@ -31,7 +34,7 @@ CliRun cli(std::vector<std::string> args) {
 
 TEST(SimCli, TableMarksTheFastestAndListsCrossovers) {
   const CliRun r = cli({"alltoall", "--ranks", "16", "-b", "64", "-e", "16M", "-f", "16", "--alpha",
-                     "2us", "--beta", "25GB/s"});
+                        "2us", "--beta", "25GB/s"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("pairwise"), std::string::npos);
   EXPECT_NE(r.out.find("bruck"), std::string::npos);
@@ -46,7 +49,7 @@ TEST(SimCli, JsonRowsHaveEveryKey) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("chorus_sim_cli_" + std::to_string(::getpid()) + ".json");
   const CliRun r = cli({"allreduce", "--ranks", "8", "--bytes", "1M", "--alpha", "2us", "--beta",
-                     "25GB/s", "--gamma", "0.1ns", "--algo", "ring", "--json", path.string()});
+                        "25GB/s", "--gamma", "0.1ns", "--algo", "ring", "--json", path.string()});
   ASSERT_EQ(r.rc, 0) << r.err;
   std::ifstream in(path);
   const auto j = nlohmann::json::parse(in);
@@ -117,6 +120,56 @@ TEST(SimCli, PlotDrawsAnSvgWithGnuplot) {
   EXPECT_NE(text.str().find("bruck"), std::string::npos);
   std::filesystem::remove(svg);
   std::filesystem::remove(svg.string() + ".dat");
+}
+
+// --trace: one event per op of every rank's Program, with the fields of a
+// measured trace (exec/trace.h), and ops that respect their dependencies.
+TEST(SimCli, TraceHasOneEventPerOpOfEveryRank) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("chorus_sim_trace_" + std::to_string(::getpid()) + ".json");
+  const CliRun r = cli({"allreduce", "--ranks", "4", "--bytes", "64K", "--alpha", "2us", "--beta",
+                        "10GB/s", "--gamma", "0.1ns", "--algo", "ring", "--trace", path.string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["otherData"]["simulated"], true);
+  const Algorithm* ring = find_algorithm(Collective::allreduce, "ring");
+  ASSERT_NE(ring, nullptr);
+  const auto programs = build_all(*ring, CollectiveSpec{Collective::allreduce, 4, 0, 16384, 4, 0});
+  std::vector<std::map<int, nlohmann::json>> by_op(4);
+  double last_end = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const int rank = e["pid"];
+    const int op = e["args"]["op"];
+    EXPECT_TRUE(by_op[static_cast<size_t>(rank)].emplace(op, e).second) << "op recorded twice";
+    EXPECT_EQ(e["cat"], "allreduce");
+    EXPECT_EQ(e["args"]["algorithm"], "ring");
+    EXPECT_EQ(e["args"]["call"], 1);
+    EXPECT_EQ(e["name"],
+              std::string(to_string(
+                  programs[static_cast<size_t>(rank)].ops[static_cast<size_t>(op)].kind)));
+    last_end = std::max(last_end, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    const Program& p = programs[static_cast<size_t>(rank)];
+    ASSERT_EQ(by_op[static_cast<size_t>(rank)].size(), p.ops.size()) << "rank " << rank;
+    for (size_t i = 0; i < p.ops.size(); ++i)
+      for (OpIndex d : p.ops[i].deps) {
+        const auto& op = by_op[static_cast<size_t>(rank)].at(static_cast<int>(i));
+        const auto& dep = by_op[static_cast<size_t>(rank)].at(static_cast<int>(d));
+        EXPECT_GE(op["ts"].get<double>() + op["dur"].get<double>(),
+                  dep["ts"].get<double>() + dep["dur"].get<double>() - 1e-9)
+            << "rank " << rank << " op " << i << " ends before its dep " << d;
+      }
+  }
+  EXPECT_NEAR(last_end, j["otherData"]["time_us"].get<double>(), 1e-6);
+  // More than one size or algorithm cannot be one timeline.
+  const CliRun two = cli({"allreduce", "--ranks", "4", "-b", "1K", "-e", "1M", "--alpha", "2us",
+                          "--beta", "10GB/s", "--algo", "ring", "--trace", path.string()});
+  EXPECT_EQ(two.rc, 2);
+  EXPECT_NE(two.err.find("--trace needs one size"), std::string::npos) << two.err;
+  std::filesystem::remove(path);
 }
 
 }  // namespace
