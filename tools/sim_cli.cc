@@ -98,10 +98,7 @@ void write_trace(const Args& a, const SimSweepSpec& spec, const Topology& topo, 
          " size(s) and ", spec.algorithms.size(), " algorithm(s)");
   const Algorithm& al = *spec.algorithms[0];
   const int n = spec.ranks;
-  const bool per_block = spec.collective == Collective::allgather ||
-                         spec.collective == Collective::reduce_scatter ||
-                         spec.collective == Collective::alltoall;
-  const size_t count = spec.sizes[0] / spec.elem_size / (per_block ? static_cast<size_t>(n) : 1);
+  const size_t count = sweep_count(spec.collective, n, spec.sizes[0], spec.elem_size);
   CollectiveSpec cs{spec.collective, n, 0, count, spec.elem_size, 0};
   for (int r = 0; r < n; ++r) {
     cs.rank = r;

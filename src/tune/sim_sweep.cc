@@ -9,17 +9,21 @@
 
 namespace chorus {
 
+size_t sweep_count(Collective collective, int ranks, size_t size, size_t elem_size) {
+  // A size is the model's M: for allgather, reduce_scatter and alltoall the
+  // whole N-block buffer, so the count per block is M / (N es).
+  const bool per_block = collective == Collective::allgather ||
+                         collective == Collective::reduce_scatter ||
+                         collective == Collective::alltoall;
+  return size / elem_size / (per_block ? static_cast<size_t>(ranks) : 1);
+}
+
 SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
   const int n = spec.ranks;
   const size_t es = spec.elem_size;
-  // A size is the model's M: for allgather, reduce_scatter and alltoall the
-  // whole N-block buffer, so the count per block is M / (N es).
-  const bool per_block = spec.collective == Collective::allgather ||
-                         spec.collective == Collective::reduce_scatter ||
-                         spec.collective == Collective::alltoall;
   SimSweep out;
   for (size_t size : spec.sizes) {
-    const size_t count = size / es / (per_block ? static_cast<size_t>(n) : 1);
+    const size_t count = sweep_count(spec.collective, n, size, es);
     const double m = model_bytes(spec.collective, n, count, es);
     std::vector<SimRow> rows;
     for (const Algorithm* al : spec.algorithms) {

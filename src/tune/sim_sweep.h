@@ -54,6 +54,10 @@ struct SimSweep {
 // spec.ranks ranks).
 SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology);
 
+// The element count per rank (per block for allgather, reduce_scatter and
+// alltoall, whose size M is the whole N-block buffer) of a sweep's size M.
+size_t sweep_count(Collective collective, int ranks, size_t size, size_t elem_size);
+
 // The sweep's rows as a JSON array (one object per row, with the parameters),
 // as chorus-sim --json writes it.
 std::string sim_sweep_json(const SimSweepSpec& spec, const Topology& topology,
