@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
@@ -282,7 +283,9 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
                 rep.link.alpha * 1e6, rep.link.beta / 1e9);
   s += link;
   s += "# bound(us) = max(ceil(log2 N) alpha, (N-1)M/(N beta)) (M/beta for broadcast, reduce);"
-       " %bound = bound / best time; GB = 1e9 B\n#\n";
+       " %bound = bound / best time; GB = 1e9 B\n";
+  s += "# pred(us) = the algorithm's Programs simulated on a switch at that alpha and beta;"
+       " err% = (best time - pred) / best time\n#\n";
   // Appended piece by piece (GCC 12 misreports literal + string chains).
   auto line = [&s](std::initializer_list<std::string> pieces) {
     s += '#';
@@ -295,10 +298,11 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
         right("root", 6), right("time", 9), right("algbw", 8), right("busbw", 8),
         right("#wrong", 7), right("time", 9), right("algbw", 8), right("busbw", 8),
         right("#wrong", 7), "  algo", std::string(14, ' '), right("bound", 10),
-        right("%bound", 8)});
+        right("%bound", 8), right("pred", 11), right("err%", 8)});
   line({right("(B)", 11), right("(elements)", 13), std::string(23, ' '), right("(us)", 9),
         right("(GB/s)", 8), right("(GB/s)", 8), std::string(7, ' '), right("(us)", 9),
-        right("(GB/s)", 8), right("(GB/s)", 8), std::string(27, ' '), right("(us)", 10)});
+        right("(GB/s)", 8), right("(GB/s)", 8), std::string(27, ' '), right("(us)", 10),
+        std::string(8, ' '), right("(us)", 11)});
   return s;
 }
 
@@ -315,7 +319,10 @@ std::string format_row(const PerfRow& r) {
   s += format_cell(oop, checked) + format_cell(ip, ip_checked);
   std::string algo = r.algorithm;
   if (algo.size() < 18) algo += std::string(18 - algo.size(), ' ');
-  s += "  " + algo + fixed(r.bound_us, 10, 2) + fixed(r.pct_bound, 8, 1) + "\n";
+  s += "  " + algo + fixed(r.bound_us, 10, 2) + fixed(r.pct_bound, 8, 1);
+  s += std::isfinite(r.predicted_us) ? fixed(r.predicted_us, 11, 2) + fixed(r.err_pct, 8, 1)
+                                     : right("N/A", 11) + right("N/A", 8);
+  s += "\n";
   return s;
 }
 

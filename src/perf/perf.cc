@@ -5,6 +5,8 @@
 #include "core/check.h"
 #include "model/cost_model.h"
 #include "perf/perf_check.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
 #include "tune/calibration.h"
 
 #include <nlohmann/json.hpp>
@@ -110,6 +112,19 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
     }
   }
   return rows;
+}
+
+// The model's time of one call of `p`, in microseconds: its algorithm's
+// Programs on chorus-sim's switch with the link's alpha and beta.
+double predicted_us(const RowPlan& p, int n, size_t segment_bytes, const LinkEstimate& link) {
+  const Algorithm* algo = find_algorithm(p.collective, p.shown_algorithm);
+  if (algo == nullptr || !(link.beta > 0)) return std::nan("");
+  const size_t es = dtype_size(p.type);
+  const CollectiveSpec spec{p.collective, n, 0, p.api_count, es, p.root, segment_bytes};
+  const std::vector<Program> programs = build_all(*algo, spec);
+  const LinkParams params{"link", link.alpha, link.beta};
+  const auto topology = make_topology("switch", n, params, params);
+  return simulate(programs, *topology, SimOptions{1, 0.0, es}).time * 1e6;
 }
 
 // Issues one call of a row on the given buffers.
@@ -299,6 +314,8 @@ std::string to_json(const PerfOptions& o, const PerfReport& rep) {
     x["algo"] = r.algorithm;
     x["bound_us"] = r.bound_us;
     x["pct_bound"] = r.pct_bound;
+    x["predicted_us"] = std::isfinite(r.predicted_us) ? nlohmann::json(r.predicted_us) : nullptr;
+    x["err_pct"] = std::isfinite(r.err_pct) ? nlohmann::json(r.err_pct) : nullptr;
     j["rows"].push_back(std::move(x));
   }
   return j.dump(1);
@@ -344,6 +361,11 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     row.bound_us =
         lower_bound(p.collective, rep.nranks, static_cast<double>(p.bytes), link).combined() * 1e6;
     row.pct_bound = best > 0 ? 100.0 * row.bound_us / best : 0;
+    if (rank0) {
+      row.predicted_us =
+          predicted_us(p, rep.nranks, comm.impl().config().segment_bytes, rep.link);
+      row.err_pct = best > 0 ? 100.0 * (best - row.predicted_us) / best : std::nan("");
+    }
     if (rank0 && hooks.row) hooks.row(row);
     rep.rows.push_back(std::move(row));
   }

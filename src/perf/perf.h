@@ -92,6 +92,11 @@ struct PerfRow {
   std::string algorithm;
   double bound_us = 0;   // lower_bound(...).combined() at the measured alpha, beta
   double pct_bound = 0;  // bound / best time, in percent
+  // The model's time for the algorithm that ran: chorus-sim's run of its
+  // Programs on a switch at the measured alpha and beta (no reduction cost);
+  // NaN where it cannot say (an algorithm outside the registry).
+  double predicted_us = 0;
+  double err_pct = 0;  // (best time - predicted) / best time, in percent
 };
 
 struct PerfReport {

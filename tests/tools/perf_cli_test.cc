@@ -6,6 +6,7 @@
 #include <chorus/chorus.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sstream>
 #include <string>
@@ -163,10 +164,12 @@ TEST(PerfRun, TableHasNcclTestsColumnsAndFooter) {
   const PerfReport rep = sweep(2, o, &text);
   ASSERT_EQ(rep.rows.size(), 8u);  // 8, 16, ..., 1024
   for (const char* col : {"out-of-place", "in-place", "size", "count", "type", "redop", "root",
-                          "time", "algbw", "busbw", "#wrong", "algo", "bound", "%bound", "alpha",
+                          "time", "algbw", "busbw", "#wrong", "algo", "bound", "%bound", "pred",
+                          "err%", "alpha",
                           "beta", "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : "})
     EXPECT_NE(text.find(col), std::string::npos) << col << "\n" << text;
-  // Each data row: size count type redop root, 4 + 4 cells, algo, bound, %bound.
+  // Each data row: size count type redop root, 4 + 4 cells, algo, bound, %bound,
+  // pred, err%.
   std::istringstream lines(text);
   std::string line;
   size_t rows = 0;
@@ -175,8 +178,15 @@ TEST(PerfRun, TableHasNcclTestsColumnsAndFooter) {
     std::istringstream f(line);
     std::vector<std::string> w;
     for (std::string x; f >> x;) w.push_back(x);
-    ASSERT_EQ(w.size(), 16u) << line;
+    ASSERT_EQ(w.size(), 18u) << line;
     EXPECT_EQ(w[0], std::to_string(rep.rows[rows].bytes));
+    // The model's prediction for the algorithm that ran, and its error
+    // against the best measured time.
+    const PerfRow& r = rep.rows[rows];
+    EXPECT_GT(r.predicted_us, 0) << line;
+    const double best = std::min(r.out_of_place.time_us, r.in_place.time_us);
+    EXPECT_NEAR(r.err_pct, 100.0 * (best - r.predicted_us) / best, 1e-9) << line;
+    EXPECT_NEAR(std::stod(w[16]), r.predicted_us, 0.006) << line;
     EXPECT_EQ(w[2], "float32");
     EXPECT_EQ(w[3], "sum");
     EXPECT_EQ(w[4], "-1");
@@ -192,6 +202,22 @@ TEST(PerfRun, TableHasNcclTestsColumnsAndFooter) {
   EXPECT_GT(rep.link.beta, 0);
   // busbw = algbw * 2(N-1)/N = algbw at N = 2.
   for (const PerfRow& r : rep.rows) EXPECT_DOUBLE_EQ(r.out_of_place.busbw, r.out_of_place.algbw);
+}
+
+TEST(PerfRun, JsonRowsCarryThePrediction) {
+  PerfOptions o = parse({"allgather", "-b", "1K", "-e", "64K", "-f", "8", "-n", "1", "-w", "0",
+                         "-a", "all"});
+  const PerfReport rep = sweep(3, o, nullptr);
+  ASSERT_FALSE(rep.rows.empty());
+  const auto j = nlohmann::json::parse(to_json(o, rep));
+  ASSERT_EQ(j["rows"].size(), rep.rows.size());
+  for (size_t i = 0; i < rep.rows.size(); ++i) {
+    const auto& row = j["rows"][i];
+    ASSERT_TRUE(row["predicted_us"].is_number()) << row.dump();
+    ASSERT_TRUE(row["err_pct"].is_number()) << row.dump();
+    EXPECT_DOUBLE_EQ(row["predicted_us"].get<double>(), rep.rows[i].predicted_us);
+    EXPECT_GT(row["predicted_us"].get<double>(), 0) << row.dump();
+  }
 }
 
 TEST(PerfRun, ForcedCorruptionIsCountedAndFails) {
@@ -225,10 +251,14 @@ TEST(PerfFormat, WideValuesStaySeparateFields) {
   r.algorithm = "a_very_long_algorithm_name";
   r.bound_us = 1234567890.0;
   r.pct_bound = 42.9;
+  r.predicted_us = 987654321.25;
+  r.err_pct = -12.5;
   std::istringstream f(format_row(r));
   std::vector<std::string> w;
   for (std::string x; f >> x;) w.push_back(x);
-  ASSERT_EQ(w.size(), 16u) << format_row(r);
+  ASSERT_EQ(w.size(), 18u) << format_row(r);
+  EXPECT_EQ(w[16], "987654321.25");
+  EXPECT_EQ(w[17], "-12.5");
   EXPECT_EQ(w[4], "-1");
   EXPECT_EQ(w[5], "116662.16");
   EXPECT_EQ(w[9], "123456789.50");
