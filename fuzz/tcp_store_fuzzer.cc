@@ -290,15 +290,7 @@ class Harness {
         std::copy(raw.begin(), raw.end(), value.begin());
       }
     }
-    std::vector<uint8_t> r(kRequestHeaderBytes);
-    put_u32(r.data(), kRequestMagic);
-    r[4] = op;
-    put_u32(r.data() + 5, static_cast<uint32_t>(key.size()));
-    put_u64(r.data() + 9, value.size());
-    put_u64(r.data() + 17, timeout_ms);
-    r.insert(r.end(), key.begin(), key.end());
-    r.insert(r.end(), value.begin(), value.end());
-    send(s, r);
+    send(s, encode_request(op, key, value, timeout_ms));
   }
 
   void read(size_t s, uint8_t n) {

@@ -304,15 +304,8 @@ std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const
   const auto now = Clock::now();
   const auto timeout_ms =
       deadline > now ? std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count() : 0;
-  std::vector<uint8_t> msg(kRequestHeaderBytes + key.size() + value_bytes);
-  put_u32(msg.data(), kRequestMagic);
-  msg[4] = op;
-  put_u32(msg.data() + 5, static_cast<uint32_t>(key.size()));
-  put_u64(msg.data() + 9, value_bytes);
-  put_u64(msg.data() + 17, static_cast<uint64_t>(timeout_ms));
-  std::memcpy(msg.data() + kRequestHeaderBytes, key.data(), key.size());
-  if (value_bytes > 0)
-    std::memcpy(msg.data() + kRequestHeaderBytes + key.size(), value, value_bytes);
+  const std::vector<uint8_t> msg = encode_request(
+      op, key, {static_cast<const uint8_t*>(value), value_bytes}, static_cast<uint64_t>(timeout_ms));
   // Saturating: a get without a deadline (Deadline::max()) has none here either.
   const Deadline io_deadline = deadline_after(kResponseGrace, std::max(deadline, now));
   std::string error;

@@ -56,6 +56,21 @@ bool parse_counter(const std::vector<uint8_t>& v, int64_t& out) {
 
 }  // namespace
 
+std::vector<uint8_t> store_wire::encode_request(uint8_t op, std::string_view key,
+                                                std::span<const uint8_t> value,
+                                                uint64_t timeout_ms) {
+  std::vector<uint8_t> r(kRequestHeaderBytes + key.size() + value.size());
+  put_u32(r.data(), kRequestMagic);
+  r[4] = op;
+  put_u32(r.data() + 5, static_cast<uint32_t>(key.size()));
+  put_u64(r.data() + 9, value.size());
+  put_u64(r.data() + 17, timeout_ms);
+  std::copy(key.begin(), key.end(), r.begin() + kRequestHeaderBytes);
+  std::copy(value.begin(), value.end(),
+            r.begin() + static_cast<std::ptrdiff_t>(kRequestHeaderBytes + key.size()));
+  return r;
+}
+
 Mac store_wire::client_proof(std::string_view secret, const Nonce& server, const Nonce& client) {
   return proof(kClientLabel, secret, server, client);
 }

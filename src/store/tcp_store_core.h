@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ Mac server_proof(std::string_view secret, const Nonce& server, const Nonce& clie
 
 // At most this many bytes of an abort reason are kept.
 inline constexpr size_t kMaxAbortReasonBytes = 4096;
+
+// One request as the client sends it: the header, then the key and the value.
+std::vector<uint8_t> encode_request(uint8_t op, std::string_view key,
+                                    std::span<const uint8_t> value, uint64_t timeout_ms);
 
 }  // namespace store_wire
 

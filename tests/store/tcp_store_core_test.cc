@@ -74,15 +74,7 @@ std::vector<uint8_t> client_hello(const std::string& secret, const Nonce& server
 
 std::vector<uint8_t> request(Op op, const std::string& key, const std::vector<uint8_t>& value,
                              uint64_t timeout_ms = 0) {
-  std::vector<uint8_t> r(kRequestHeaderBytes, 0);
-  put_u32(r.data(), kRequestMagic);
-  r[4] = op;
-  put_u32(r.data() + 5, static_cast<uint32_t>(key.size()));
-  put_u64(r.data() + 9, value.size());
-  put_u64(r.data() + 17, timeout_ms);
-  r.insert(r.end(), key.begin(), key.end());
-  r.insert(r.end(), value.begin(), value.end());
-  return r;
+  return encode_request(op, key, value, timeout_ms);
 }
 
 struct Reply {
