@@ -335,9 +335,24 @@ std::string format_footer(const PerfReport& rep) {
 
 std::string format_calibration(const TuningTable& table, int nranks, const std::string& file) {
   std::ostringstream out;
-  for (const auto& [name, link] : table.links)
+  for (const auto& [name, link] : table.links) {
     out << "# chorus-perf --calibrate: " << link.name << " N=" << nranks << " alpha "
-        << link.alpha * 1e6 << " us, beta " << link.beta / 1e9 << " GB/s\n";
+        << link.alpha * 1e6 << " us, beta " << link.beta / 1e9 << " GB/s (streaming)"
+        << (link.half_duplex ? ", half duplex" : "") << "\n";
+    for (const RatePoint& p : link.curve.points)
+      out << "#   beta at " << format_size(static_cast<size_t>(p.bytes)) << ": "
+          << 1e-9 / p.s_per_byte << " GB/s\n";
+  }
+  out << "# host: memory "
+      << (table.host.memory > 0 ? str_cat(table.host.memory / 1e9, " GB/s") : "not limiting")
+      << ", " << table.host.cores << " cores\n";
+  for (const RatePoint& p : table.compute.copy.points)
+    out << "#   copy at " << format_size(static_cast<size_t>(p.bytes)) << ": "
+        << 1e-9 / p.s_per_byte << " GB/s\n";
+  if (const RateCurve* k = table.compute.kernel(DataType::float32, ReduceOp::sum))
+    for (const RatePoint& p : k->points)
+      out << "#   float32 sum at " << format_size(static_cast<size_t>(p.bytes)) << ": "
+          << 1e-9 / p.s_per_byte << " GB/s\n";
   for (const TuningRule& r : table.rules)
     out << "#   " << to_string(r.collective) << " from " << r.min_bytes << " B: " << r.algorithm
         << "\n";

@@ -8,6 +8,7 @@
 #include "sim/simulator.h"
 #include "sim/topology.h"
 #include "tune/sim_sweep.h"
+#include "tune/tuning_file.h"
 
 #include <CLI/CLI.hpp>
 
@@ -36,6 +37,7 @@ struct Args {
   std::string algos = "all";
   std::string dtype = "float32";
   std::string json, plot, plot_script, trace;
+  std::string tuning, link;  // --tuning FILE (and its link class)
 };
 
 // Where plot_sim.gp lives: next to a build tree (build-x/tools/chorus-sim ->
@@ -108,7 +110,7 @@ void write_trace(const Args& a, const SimSweepSpec& spec, const Topology& topo, 
   }
   cs.rank = 0;
   const std::vector<Program> programs = build_all(al, cs);
-  SimOptions options{spec.params.ports, spec.params.gamma, spec.elem_size};
+  SimOptions options = sweep_options(spec);
   options.record_ops = true;
   const SimResult res = simulate(programs, topo, options);
   std::vector<RankTrace> ranks(static_cast<size_t>(n));
@@ -148,13 +150,40 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   const auto dtype = parse_data_type(a.dtype);
   if (!dtype) fail(ErrorCode::invalid_argument, "unknown --dtype '", a.dtype, "'");
   const size_t es = dtype_size(*dtype);
-  const CostParams params{parse_time(a.alpha, "--alpha"), parse_bandwidth(a.beta, "--beta"),
-                          parse_time(a.gamma, "--gamma"), a.ports};
-  const LinkParams link{"link", params.alpha, params.beta};
-  const LinkParams inter{
-      "inter", a.inter_alpha.empty() ? params.alpha : parse_time(a.inter_alpha, "--inter-alpha"),
-      a.inter_beta.empty() ? params.beta : parse_bandwidth(a.inter_beta, "--inter-beta")};
-  const auto topo = make_topology(a.topology, a.ranks, link, inter);
+  const bool tuned = !a.tuning.empty();
+  if (tuned == (app.count("--alpha") > 0 || app.count("--beta") > 0))
+    fail(ErrorCode::invalid_argument,
+         tuned ? "--tuning and --alpha/--beta exclude each other"
+               : "give --alpha and --beta, or --tuning FILE");
+  if (!tuned && (a.alpha.empty() || a.beta.empty()))
+    fail(ErrorCode::invalid_argument, "give both --alpha and --beta");
+  CostParams params;
+  LinkParams link, inter;
+  HostParams host;
+  TuningTable tuning;
+  if (tuned) {
+    // The fitted model of a tuning file (chorus-perf --calibrate): its link
+    // class (hier:K: intra-host; tcp across hosts when the file has it), its
+    // host and its compute rates.
+    tuning = read_tuning_file(a.tuning);
+    std::string cls = a.link;
+    if (cls.empty()) cls = tuning.links.count("shm") ? "shm" : tuning.links.begin()->first;
+    auto it = tuning.links.find(cls);
+    if (it == tuning.links.end())
+      fail(ErrorCode::invalid_argument, "--tuning ", a.tuning, " has no link class '", cls, "'");
+    link = it->second;
+    inter = tuning.links.count("tcp") ? tuning.links.at("tcp") : link;
+    host = link.curve.empty() ? HostParams{} : tuning.host;
+    params = {link.alpha, link.beta, tuning.gamma, tuning.ports};
+  } else {
+    params = {parse_time(a.alpha, "--alpha"), parse_bandwidth(a.beta, "--beta"),
+              parse_time(a.gamma, "--gamma"), a.ports};
+    link = LinkParams{"link", params.alpha, params.beta};
+    inter = LinkParams{
+        "inter", a.inter_alpha.empty() ? params.alpha : parse_time(a.inter_alpha, "--inter-alpha"),
+        a.inter_beta.empty() ? params.beta : parse_bandwidth(a.inter_beta, "--inter-beta")};
+  }
+  const auto topo = make_topology(a.topology, a.ranks, link, inter, host);
 
   std::vector<const Algorithm*> algos;
   if (a.algos == "all") {
@@ -171,15 +200,21 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   }
   if (algos.empty()) fail(ErrorCode::invalid_argument, "no algorithm for ", a.collective);
 
-  const SimSweepSpec spec{
+  SimSweepSpec spec{
       *coll,  a.ranks, es,
       params, algos,   *coll == Collective::barrier ? std::vector<size_t>{0} : sizes_of(a, app)};
+  if (tuned && !link.curve.empty() && !tuning.compute.copy.empty()) {
+    spec.copy = &tuning.compute.copy;
+    spec.kernel = tuning.compute.kernel(*dtype, ReduceOp::sum);
+  }
   const SimSweep sweep = sim_sweep(spec, *topo);
   for (const std::string& note : sweep.skipped) err << "note: " << note << "\n";
   const auto& table = sweep.sizes;
 
   out << "# " << a.collective << " N=" << a.ranks << " topology=" << topo->name()
-      << " ports=" << a.ports << " alpha=" << format_time(params.alpha)
+      << " ports=" << params.ports << (tuned ? str_cat(" tuning=", a.tuning) : "")
+      << (tuned && !link.curve.empty() ? " (fitted model; beta streaming)" : "")
+      << " alpha=" << format_time(params.alpha)
       << " beta=" << format_bandwidth(params.beta) << " gamma=" << format_time(params.gamma)
       << "/B dtype=" << a.dtype << "\n";
   out << std::setw(10) << "size"
@@ -280,9 +315,12 @@ int sim_cli_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   app.add_option("-e,--max-bytes", a.max_size, "largest size M");
   app.add_option("-f,--factor", a.factor, "size multiplier between rows");
   app.add_option("--bytes", a.bytes, "a single size M instead of -b/-e/-f");
-  app.add_option("--alpha", a.alpha, "latency per message (2us, 300ns, ...)")->required();
-  app.add_option("--beta", a.beta, "bandwidth per port and direction (25GB/s; 1 GB = 1e9 B)")
-      ->required();
+  app.add_option("--alpha", a.alpha, "latency per message (2us, 300ns, ...)");
+  app.add_option("--beta", a.beta, "bandwidth per port and direction (25GB/s; 1 GB = 1e9 B)");
+  app.add_option("--tuning", a.tuning,
+                 "simulate the fitted machine model of this tuning file (chorus-perf "
+                 "--calibrate) instead of --alpha/--beta/--gamma");
+  app.add_option("--link", a.link, "--tuning's link class (default shm, else the file's first)");
   app.add_option("--gamma", a.gamma, "reduction time per byte (0.1ns)");
   app.add_option("--inter-alpha", a.inter_alpha, "hier:K inter-host latency (default --alpha)");
   app.add_option("--inter-beta", a.inter_beta, "hier:K inter-host bandwidth (default --beta)");

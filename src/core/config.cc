@@ -203,6 +203,15 @@ Config Config::from_env(const EnvLookup& lookup) {
     cfg.segment_bytes = static_cast<size_t>(bytes);
   }
   if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
+  if (auto v = lookup("CHORUS_TUNING_CACHE"); v && !v->empty()) {
+    if (*v != "on" && *v != "off")
+      fail(ErrorCode::invalid_argument, "CHORUS_TUNING_CACHE='", *v, "' is not one of on, off");
+    cfg.tuning_cache = *v == "on";
+  }
+  if (auto v = lookup("XDG_CACHE_HOME"); v && !v->empty() && v->front() == '/')
+    cfg.cache_dir = *v + "/chorus";
+  else if (auto h = lookup("HOME"); h && !h->empty())
+    cfg.cache_dir = *h + "/.cache/chorus";
   if (auto v = lookup("CHORUS_HOST_ID")) cfg.host_id = *v;
   if (auto v = lookup("CHORUS_FLIGHT_RECORDER")) cfg.flight_recorder_dir = *v;
   if (auto v = lookup("CHORUS_TRACE")) cfg.trace_dir = *v;

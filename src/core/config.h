@@ -22,7 +22,12 @@
 //   CHORUS_TCP_STREAMS sockets per peer of the tcp transport (default 1)
 //   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
 //                      (default: the local address that routes to the store)
-//   CHORUS_TUNING_FILE calibrated alpha/beta for the tuner
+//   CHORUS_TUNING_FILE the fitted model (and measured rules) for the tuner
+//   CHORUS_TUNING_CACHE on | off: without a tuning file, use (or make and
+//                      store) the calibration cached for this host, transport
+//                      and rank count under $XDG_CACHE_HOME/chorus (default
+//                      ~/.cache/chorus); off calibrates at every start-up
+//                      and stores nothing (default on)
 //   CHORUS_HOST_ID     the host identity this rank publishes (default hostname
 //                      and boot id): ranks with equal identities use shm
 //                      between them; lets one machine stand in for several
@@ -64,6 +69,8 @@ struct Config {
   std::chrono::microseconds spin{50};
   size_t segment_bytes = 0;  // 0 = each algorithm's default
   std::string tuning_file;
+  bool tuning_cache = true;     // CHORUS_TUNING_CACHE
+  std::string cache_dir;        // $XDG_CACHE_HOME/chorus or $HOME/.cache/chorus; "" = none
   size_t tcp_streams = 1;
   std::string tcp_address;  // "" = derive from the route to the store
   bool bind_cores = true;   // CHORUS_BIND

@@ -2,12 +2,27 @@
 
 #include "schedule/rank_math.h"
 
+#include <cmath>
+#include <limits>
+
 namespace chorus {
 namespace {
 
 using C = Collective;
 
 }  // namespace
+
+double RateCurve::at(double bytes) const {
+  if (points.empty()) return std::numeric_limits<double>::quiet_NaN();
+  if (bytes <= points.front().bytes) return points.front().s_per_byte;
+  if (bytes >= points.back().bytes) return points.back().s_per_byte;
+  size_t i = 1;
+  while (points[i].bytes < bytes) ++i;
+  const RatePoint& a = points[i - 1];
+  const RatePoint& b = points[i];
+  const double f = std::log2(bytes / a.bytes) / std::log2(b.bytes / a.bytes);
+  return a.s_per_byte + f * (b.s_per_byte - a.s_per_byte);
+}
 
 double model_bytes(Collective c, int nranks, size_t count, size_t elem_size) {
   const double v = static_cast<double>(count) * static_cast<double>(elem_size);

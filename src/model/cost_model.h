@@ -29,15 +29,56 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace chorus {
 
+// A cost per byte that depends on how many bytes are moved at once: points
+// (bytes, seconds per byte) sorted by bytes, interpolated linearly in
+// log2(bytes) and held constant beyond the first and last point. It is how
+// the fitted model (model/machine_model.h) tells a cache-resident message from
+// one that streams through DRAM.
+struct RatePoint {
+  double bytes = 0;
+  double s_per_byte = 0;
+  friend bool operator==(const RatePoint&, const RatePoint&) = default;
+};
+struct RateCurve {
+  std::vector<RatePoint> points;
+  bool empty() const { return points.empty(); }
+  // Seconds per byte for a transfer of `bytes` (NaN when empty).
+  double at(double bytes) const;
+  friend bool operator==(const RateCurve&, const RateCurve&) = default;
+};
+
 // alpha and beta of one class of links ("shm", "tcp", or a class a simulated
-// topology defines, e.g. "intra" / "inter" of hier:K).
+// topology defines, e.g. "intra" / "inter" of hier:K), and the fitted terms of
+// the machine model where a calibration measured them.
 struct LinkParams {
+  LinkParams() = default;
+  // The seeds' model: alpha and beta only.
+  LinkParams(std::string name_, double alpha_, double beta_)
+      : name(std::move(name_)), alpha(alpha_), beta(beta_) {}
+
   std::string name;
   double alpha = 0;  // seconds per message
   double beta = 1;   // bytes per second, per port and direction
+  // Fitted: per-byte time by message size; when set it replaces 1/beta.
+  RateCurve curve;
+  // Fitted: a rank's sends and receives on this class are done by one engine
+  // (its CPU copies both ways, as over shm and loopback tcp), so they do not
+  // overlap; false: full duplex ports, as a NIC has.
+  bool half_duplex = false;
+  // Bytes of host memory traffic per byte moved (charged to the host memory
+  // resource of the simulator's topology; 0: none). Two copies, each a read
+  // and a write: 4 over shm and loopback tcp.
+  double mem_traffic = 0;
+
+  // Seconds per byte of a message of `bytes`.
+  double per_byte(double bytes) const { return curve.empty() ? 1 / beta : curve.at(bytes); }
+  // 1 / per_byte(bytes).
+  double beta_at(double bytes) const { return 1 / per_byte(bytes); }
 };
 
 // Everything a closed form depends on besides N and M.

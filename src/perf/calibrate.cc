@@ -32,8 +32,10 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
 
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
   Transport& transport = comm.impl().transport();
-  LinkParams link = calibrate_link(transport, deadline_after(comm.impl().config().timeout));
-  link.name = link_class_of(transport.name());
+  // The machine model first, with the transport quiet.
+  const ModelCalibration model = calibrate_model(
+      transport, deadline_after(comm.impl().config().timeout), ModelCalibrationOptions::thorough());
+  const std::string cls = link_class_of(transport.name());
   PerfOptions sweep = options;
   sweep.algorithms = {"all"};
   sweep.check = false;  // timing only; correctness is what the tests and -c 1 are for
@@ -58,9 +60,8 @@ TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
     std::sort(t.begin(), t.end());
     r.out_of_place.time_us = t[t.size() / 2];
   }
-  TuningTable table;
-  table.links[link.name] = link;
-  table.rules = rules_from_rows(rows, link.name, comm.size());
+  TuningTable table = model.table;
+  table.rules = rules_from_rows(rows, cls, comm.size());
   if (comm.rank() == 0) write_tuning_file(options.calibrate_file, table);
   return table;
 }

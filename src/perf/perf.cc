@@ -8,6 +8,7 @@
 #include "sim/simulator.h"
 #include "sim/topology.h"
 #include "tune/calibration.h"
+#include "tune/model_sim.h"
 
 #include <nlohmann/json.hpp>
 
@@ -124,7 +125,19 @@ double predicted_us(const RowPlan& p, int n, size_t segment_bytes, const LinkEst
   const std::vector<Program> programs = build_all(*algo, spec);
   const LinkParams params{"link", link.alpha, link.beta};
   const auto topology = make_topology("switch", n, params, params);
-  return simulate(programs, *topology, SimOptions{1, 0.0, es}).time * 1e6;
+  SimOptions options;
+  options.elem_size = es;
+  return simulate(programs, *topology, options).time * 1e6;
+}
+
+// The same on the communicator's fitted machine model (tune/model_sim.h), for
+// the row's dtype and op.
+double model_predicted_us(const RowPlan& p, int n, size_t segment_bytes, const MachineSim& model) {
+  const Algorithm* algo = find_algorithm(p.collective, p.shown_algorithm);
+  if (algo == nullptr) return std::nan("");
+  const CollectiveSpec spec{p.collective, n, 0, p.api_count, dtype_size(p.type), p.root,
+                            segment_bytes};
+  return model.time(*algo, spec, p.type, p.op) * 1e6;
 }
 
 // Issues one call of a row on the given buffers.
@@ -328,6 +341,10 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
   const bool rank0 = comm.rank() == 0;
   const std::vector<RowPlan> plan = plan_rows(comm, o);
   rep.link = measure_link(comm);
+  const Tuner* tuner = comm.impl().selector().tuner();
+  const MachineSim* model = tuner && tuner->model() && tuner->model()->fitted() ? tuner->model()
+                                                                                 : nullptr;
+  rep.fitted = model != nullptr;
   if (rank0 && hooks.start) hooks.start(rep);
   Buffer sbuf(o.max_bytes);
   Buffer rbuf(o.max_bytes);
@@ -357,13 +374,21 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     }
     const double best =
         std::min(row.out_of_place.time_us, row.in_place.measured ? row.in_place.time_us : 1e300);
-    const CostParams link{rep.link.alpha, rep.link.beta};
+    // The seed's bound, with the fitted beta of the per-rank block M/N where
+    // the communicator has a fitted model.
+    CostParams link{rep.link.alpha, rep.link.beta};
+    if (model != nullptr) {
+      link.alpha = model->link().alpha;
+      link.beta = model->link().beta_at(static_cast<double>(p.bytes) / rep.nranks);
+    }
     row.bound_us =
         lower_bound(p.collective, rep.nranks, static_cast<double>(p.bytes), link).combined() * 1e6;
     row.pct_bound = best > 0 ? 100.0 * row.bound_us / best : 0;
     if (rank0) {
       row.predicted_us =
-          predicted_us(p, rep.nranks, comm.impl().config().segment_bytes, rep.link);
+          model != nullptr
+              ? model_predicted_us(p, rep.nranks, comm.impl().config().segment_bytes, *model)
+              : predicted_us(p, rep.nranks, comm.impl().config().segment_bytes, rep.link);
       row.err_pct = best > 0 ? 100.0 * (best - row.predicted_us) / best : std::nan("");
     }
     if (rank0 && hooks.row) hooks.row(row);

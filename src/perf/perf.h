@@ -90,17 +90,22 @@ struct PerfRow {
   int root = -1;               // -1 for collectives without a root
   PerfCell out_of_place, in_place;
   std::string algorithm;
-  double bound_us = 0;   // lower_bound(...).combined() at the measured alpha, beta
+  // lower_bound(...).combined(): with the fitted model's alpha and its beta
+  // for the per-rank block M/N, else the start-up alpha and beta.
+  double bound_us = 0;
   double pct_bound = 0;  // bound / best time, in percent
-  // The model's time for the algorithm that ran: chorus-sim's run of its
-  // Programs on a switch at the measured alpha and beta (no reduction cost);
-  // NaN where it cannot say (an algorithm outside the registry).
+  // The model's time for the algorithm that ran: its Programs simulated on
+  // the communicator's fitted machine model (tune/model_sim.h: the tuning
+  // file's or the calibration cache's), else on a switch at the start-up
+  // alpha and beta (no reduction cost); NaN where it cannot say (an
+  // algorithm outside the registry).
   double predicted_us = 0;
   double err_pct = 0;  // (best time - predicted) / best time, in percent
 };
 
 struct PerfReport {
   LinkEstimate link;
+  bool fitted = false;  // pred(us) and the bound come from a fitted machine model
   std::string transport;  // the communicator's transport, as it names itself
   int nranks = 1;
   std::vector<PerfRow> rows;

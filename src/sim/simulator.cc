@@ -41,6 +41,10 @@ class Sim {
   void index();
   void push(double t, EventKind kind, uint32_t id) { queue_.push({t, seq_++, kind, id}); }
   double book(const Hop& hop, double t, double bytes);
+  double work(int rank, double t, double seconds, double traffic);
+  size_t engine(int rank) const;
+  double take_cores(int a, int b, double s, size_t* got);
+  double book_memory(int host, double s, double traffic);
   void start(uint32_t g, double t);
   void start_one(uint32_t g, double t);
   void finish(uint32_t g, double t);
@@ -72,6 +76,10 @@ class Sim {
   std::vector<double> arrives_at_;  // receives: delivery time (-1: not yet known)
 
   std::vector<double> send_free_, recv_free_, link_free_;
+  // Hosts of the machine model: memory free time per host; core free times,
+  // host h's at core_base_[h] .. core_base_[h + 1].
+  std::vector<double> mem_free_, core_free_;
+  std::vector<size_t> core_base_;
   std::vector<double> port_busy_, link_busy_;
   std::vector<Hop> hops_;
   std::vector<Hop> route_;
@@ -139,27 +147,99 @@ void Sim::index() {
   arrives_at_.assign(total, -1.0);
 }
 
-double Sim::book(const Hop& hop, double t, double bytes) {
-  const LinkParams& lc = topo_.classes()[hop.link_class];
-  const double busy = bytes / lc.beta;
+// A rank's engine: its earliest-free send port (lowest index on ties).
+size_t Sim::engine(int rank) const {
   const auto ports = static_cast<size_t>(opt_.ports);
-  // The earliest-free port of each end (lowest index on ties).
-  const size_t s0 = static_cast<size_t>(hop.from) * ports;
+  const size_t s0 = static_cast<size_t>(rank) * ports;
   size_t sp = s0;
   for (size_t k = 1; k < ports; ++k)
     if (send_free_[s0 + k] < send_free_[sp]) sp = s0 + k;
+  return sp;
+}
+
+// A core of rank a's host, and one of b's (b < 0: none), two distinct ones
+// when they share a host; got[] receives their indices (kNone where the host
+// has unlimited cores). Each is the core free latest but by s (best fit, so
+// that cores idle before s stay free for earlier work), else the earliest-
+// free one. Returns when the work can start.
+double Sim::take_cores(int a, int b, double s, size_t* got) {
+  got[0] = got[1] = kNone;
+  if (core_free_.empty()) return s;
+  const double want = s;
+  for (int i = 0; i < 2; ++i) {
+    const int r = i == 0 ? a : b;
+    if (r < 0) break;
+    const auto h = static_cast<size_t>(topo_.host_of(r));
+    size_t fit = kNone, earliest = kNone;
+    for (size_t c = core_base_[h]; c < core_base_[h + 1]; ++c) {
+      if (c == got[0]) continue;
+      if (core_free_[c] <= want && (fit == kNone || core_free_[c] > core_free_[fit])) fit = c;
+      if (earliest == kNone || core_free_[c] < core_free_[earliest]) earliest = c;
+    }
+    got[i] = fit != kNone ? fit : earliest;
+    if (got[i] != kNone) s = std::max(s, core_free_[got[i]]);
+  }
+  return s;
+}
+
+// Books `traffic` bytes on host h's memory from s on; returns when done.
+double Sim::book_memory(int host, double s, double traffic) {
+  const double bw = topo_.host(host).memory;
+  if (!(bw > 0) || !(traffic > 0)) return s;
+  double& free = mem_free_[static_cast<size_t>(host)];
+  free = std::max(s, free) + traffic / bw;
+  return free;
+}
+
+// Local work of `seconds` on rank's engine from t on, moving `traffic` bytes
+// through its host's memory; returns when it is done.
+double Sim::work(int rank, double t, double seconds, double traffic) {
+  const size_t e = engine(rank);
+  size_t cores[2];
+  const double s = take_cores(rank, -1, std::max(t, send_free_[e]), cores);
+  double end = s + seconds;
+  if (topo_.has_hosts()) end = std::max(end, book_memory(topo_.host_of(rank), s, traffic));
+  send_free_[e] = end;
+  port_busy_[e] += seconds;
+  if (cores[0] != kNone) core_free_[cores[0]] = end;
+  return end;
+}
+
+double Sim::book(const Hop& hop, double t, double bytes) {
+  const LinkParams& lc = topo_.classes()[hop.link_class];
+  const double busy = bytes * lc.per_byte(bytes);
+  const auto ports = static_cast<size_t>(opt_.ports);
+  // The earliest-free port of each end (lowest index on ties); a half-duplex
+  // class receives on the receiver's engine, its earliest-free send port.
+  const size_t sp = engine(hop.from);
+  std::vector<double>& recv_side = lc.half_duplex ? send_free_ : recv_free_;
   const size_t r0 = static_cast<size_t>(hop.to) * ports;
   size_t rp = r0;
   for (size_t k = 1; k < ports; ++k)
-    if (recv_free_[r0 + k] < recv_free_[rp]) rp = r0 + k;
-  double s = std::max({t + lc.alpha, send_free_[sp], recv_free_[rp]});
+    if (recv_side[r0 + k] < recv_side[rp]) rp = r0 + k;
+  double s = std::max({t + lc.alpha, send_free_[sp], recv_side[rp]});
   for (uint32_t l : hop.links)
     if (l != kNoLink) s = std::max(s, link_free_[l]);
-  const double end = s + busy;
+  size_t cores[2] = {kNone, kNone};
+  if (lc.half_duplex) s = take_cores(hop.from, hop.to, s, cores);
+  double end = s + busy;
+  if (topo_.has_hosts() && lc.mem_traffic > 0) {
+    const double traffic = bytes * lc.mem_traffic;
+    const int ha = topo_.host_of(hop.from);
+    const int hb = topo_.host_of(hop.to);
+    if (ha == hb) {
+      end = std::max(end, book_memory(ha, s, traffic));
+    } else {
+      end = std::max(end, book_memory(ha, s, traffic / 2));
+      end = std::max(end, book_memory(hb, s, traffic / 2));
+    }
+  }
+  for (size_t c : cores)
+    if (c != kNone) core_free_[c] = end;
   send_free_[sp] = end;
-  recv_free_[rp] = end;
+  recv_side[rp] = end;
   port_busy_[sp] += busy;
-  port_busy_[recv_free_.size() + rp] += busy;
+  port_busy_[(lc.half_duplex ? 0 : recv_free_.size()) + rp] += busy;
   for (uint32_t l : hop.links)
     if (l != kNoLink) {
       link_free_[l] = end;
@@ -178,7 +258,19 @@ void Sim::deliver(uint32_t recv, double t) {
 // Both the receive has started and its message's delivery time is known.
 void Sim::receive_ready(uint32_t g) {
   double t = std::max(ready_at_[g], arrives_at_[g]);
-  if (op(g).kind == OpKind::recv_reduce) t += opt_.gamma * bytes_of(g);
+  if (op(g).kind == OpKind::recv_reduce) {
+    const double b = bytes_of(g);
+    if (opt_.copy != nullptr) {
+      // The reduction replaces the receive's copy: it costs the kernel's
+      // excess over a copy, and one more read (of dst) per byte.
+      const double extra =
+          opt_.kernel != nullptr ? std::max(0.0, opt_.kernel->at(b) - opt_.copy->at(b)) * b
+                                 : opt_.gamma * b;
+      t = work(rank_of_[g], t, extra, b);
+    } else {
+      t += opt_.gamma * b;
+    }
+  }
   push(t, EventKind::op_done, g);
 }
 
@@ -188,11 +280,24 @@ void Sim::start_one(uint32_t g, double t) {
   const Op& o = op(g);
   switch (o.kind) {
     case OpKind::copy:
-      push(t, EventKind::op_done, g);
+      if (opt_.copy != nullptr) {
+        const double b = bytes_of(g);
+        push(work(rank_of_[g], t, opt_.copy->at(b) * b, ComputeModel::kCopyTraffic * b),
+             EventKind::op_done, g);
+      } else {
+        push(t, EventKind::op_done, g);
+      }
       break;
     case OpKind::reduce:
     case OpKind::divide:  // one pass of arithmetic over dst, as a reduce
-      push(t + opt_.gamma * bytes_of(g), EventKind::op_done, g);
+      if (opt_.copy != nullptr) {
+        const double b = bytes_of(g);
+        const double rate = opt_.kernel != nullptr ? opt_.kernel->at(b) : opt_.gamma;
+        push(work(rank_of_[g], t, rate * b, ComputeModel::kReduceTraffic * b), EventKind::op_done,
+             g);
+      } else {
+        push(t + opt_.gamma * bytes_of(g), EventKind::op_done, g);
+      }
       break;
     case OpKind::send: {
       ++result_.messages;
@@ -260,6 +365,14 @@ SimResult Sim::run() {
   recv_free_.assign(nports, 0.0);
   port_busy_.assign(2 * nports, 0.0);
   link_free_.assign(topo_.link_count(), 0.0);
+  if (topo_.has_hosts()) {
+    mem_free_.assign(topo_.host_count(), 0.0);
+    core_base_.assign(topo_.host_count() + 1, 0);
+    for (size_t h = 0; h < topo_.host_count(); ++h)
+      core_base_[h + 1] =
+          core_base_[h] + static_cast<size_t>(topo_.host(static_cast<int>(h)).cores);
+    if (core_base_.back() > 0) core_free_.assign(core_base_.back(), 0.0);
+  }
   link_busy_.assign(topo_.link_count(), 0.0);
   result_.rank_time.assign(static_cast<size_t>(n), 0.0);
   if (opt_.record_ops) times_.assign(started_.size(), OpTime{});

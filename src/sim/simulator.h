@@ -18,6 +18,17 @@
 //     not the receive has started;
 //   - recv completes at max(started, delivered); recv_reduce and reduce add
 //     gamma * bytes; copy costs nothing.
+// The fitted machine model adds, where the topology and options carry them:
+//   - a link class's per-byte time by message size (LinkParams::curve);
+//   - half-duplex classes: the receiving rank's engine (its send port) is
+//     the receive port, so a rank's sends and receives take turns;
+//   - hosts (Topology::set_hosts): a hop also books mem_traffic * b bytes on
+//     the memory of the sender's and the receiver's host (half each) and
+//     ends when both its ports and its memory booking are done; a host with
+//     `cores` has that many CPUs, and every engine booking (a half-duplex hop
+//     at both ends, local work) also takes the earliest-free one;
+//   - local work priced by SimOptions::copy / kernel (above).
+// Memory, like ports and links, serves its bookings in request order.
 // Ties at equal times are served in a fixed order (event creation order), so
 // results are deterministic.
 #pragma once
@@ -37,6 +48,14 @@ struct SimOptions {
   double gamma = 0;  // seconds per reduced byte
   size_t elem_size = 1;
   bool record_ops = false;  // fill SimResult::op_times (chorus-sim --trace)
+  // The fitted machine model's compute rates (model/machine_model.h), not
+  // owned. With `copy` set, local work runs on the rank's engine (its first
+  // send port) after the work before it there, and draws on its host's
+  // memory: a copy costs copy(b) b, a reduce or divide kernel(b) b, and a
+  // receive that reduces the kernel's excess over a copy, max(0, kernel(b) -
+  // copy(b)) b, after its message arrives. `kernel` unset: gamma per byte.
+  const RateCurve* copy = nullptr;
+  const RateCurve* kernel = nullptr;
 };
 
 // When an op started and completed, in simulated seconds.

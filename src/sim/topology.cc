@@ -175,7 +175,31 @@ double json_quantity(const nlohmann::json& v, bool is_time, const std::string& w
   fail(ErrorCode::invalid_argument, where, ": expected a number or a string with units");
 }
 
+// Ranks [0, n) in hosts of k consecutive ranks.
+void group_hosts(Topology& t, int k, const HostParams& host) {
+  std::vector<int> host_of(static_cast<size_t>(t.nranks()));
+  for (int r = 0; r < t.nranks(); ++r) host_of[static_cast<size_t>(r)] = r / k;
+  t.set_hosts(std::move(host_of),
+              std::vector<HostParams>(static_cast<size_t>((t.nranks() + k - 1) / k), host));
+}
+
 }  // namespace
+
+void Topology::set_hosts(std::vector<int> host_of, std::vector<HostParams> hosts) {
+  if (host_of.size() != static_cast<size_t>(nranks_))
+    fail(ErrorCode::invalid_argument, "topology ", name_, ": hosts cover ", host_of.size(),
+         " ranks, not ", nranks_);
+  for (size_t r = 0; r < host_of.size(); ++r)
+    if (host_of[r] < 0 || static_cast<size_t>(host_of[r]) >= hosts.size())
+      fail(ErrorCode::invalid_argument, "topology ", name_, ": rank ", r, " is on host ",
+           host_of[r], ", not one of the ", hosts.size(), " hosts");
+  for (const HostParams& h : hosts)
+    if (!(h.memory >= 0) || h.cores < 0)
+      fail(ErrorCode::invalid_argument, "topology ", name_,
+           ": a host's memory bandwidth and cores must be >= 0");
+  host_of_ = std::move(host_of);
+  hosts_ = std::move(hosts);
+}
 
 std::unique_ptr<Topology> topology_from_json(std::string_view text, std::string name, int nranks) {
   nlohmann::json j;
@@ -209,24 +233,71 @@ std::unique_ptr<Topology> topology_from_json(std::string_view text, std::string 
     const double alpha = json_quantity(l["alpha"], true, where + " alpha");
     const double beta = json_quantity(l["beta"], false, where + " beta");
     const bool duplex = !l.contains("duplex") || l["duplex"].get<bool>();
+    // The machine model's terms of a link (model/machine_model.h).
+    const bool half = l.contains("half_duplex") && l["half_duplex"].is_boolean() &&
+                      l["half_duplex"].get<bool>();
+    double traffic = 0;
+    if (l.contains("mem_traffic")) {
+      if (!l["mem_traffic"].is_number() || !(l["mem_traffic"].get<double>() >= 0))
+        fail(ErrorCode::invalid_argument, where, ": mem_traffic must be a number >= 0");
+      traffic = l["mem_traffic"].get<double>();
+    }
     auto add = [&](long long x, long long y) {
       const auto id = static_cast<uint32_t>(classes.size());
-      classes.push_back({str_cat(x, "->", y), alpha, beta});
+      LinkParams c{str_cat(x, "->", y), alpha, beta};
+      c.half_duplex = half;
+      c.mem_traffic = traffic;
+      classes.push_back(std::move(c));
       out[static_cast<size_t>(x)].emplace_back(static_cast<int>(y), id);
     };
     add(a, b);
     if (duplex) add(b, a);
   }
-  return std::make_unique<GraphTopology>(std::move(name), nranks, std::move(classes),
-                                         std::move(out));
+  auto topo = std::make_unique<GraphTopology>(std::move(name), nranks, std::move(classes),
+                                              std::move(out));
+  if (j.contains("hosts")) {
+    const std::string where = str_cat("topology ", topo->name(), ": hosts");
+    if (!j["hosts"].is_array())
+      fail(ErrorCode::invalid_argument, where, " must be a list of lists of nodes");
+    HostParams host;
+    if (j.contains("memory")) host.memory = json_quantity(j["memory"], false, where + " memory");
+    if (j.contains("cores")) {
+      if (!j["cores"].is_number_integer() || j["cores"].get<long long>() < 1 ||
+          j["cores"].get<long long>() > 1000000)
+        fail(ErrorCode::invalid_argument, where, ": \"cores\" must be an integer from 1");
+      host.cores = static_cast<int>(j["cores"].get<long long>());
+    }
+    std::vector<int> host_of(static_cast<size_t>(nranks), -1);
+    int h = 0;
+    for (const auto& members : j["hosts"]) {
+      if (!members.is_array())
+        fail(ErrorCode::invalid_argument, where, ": host ", h, " must be a list of nodes");
+      for (const auto& m : members) {
+        if (!m.is_number_integer() || m.get<long long>() < 0 || m.get<long long>() >= nranks ||
+            host_of[static_cast<size_t>(m.get<long long>())] >= 0)
+          fail(ErrorCode::invalid_argument, where, ": host ", h, " lists ", m.dump(),
+               ", not a node in [0, ", nranks, ") that no other host has");
+        host_of[static_cast<size_t>(m.get<long long>())] = h;
+      }
+      ++h;
+    }
+    topo->set_hosts(std::move(host_of), std::vector<HostParams>(static_cast<size_t>(h), host));
+  }
+  return topo;
 }
 
 std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const LinkParams& link,
-                                        const LinkParams& inter) {
+                                        const LinkParams& inter, const HostParams& host) {
   if (nranks < 1) fail(ErrorCode::invalid_argument, "topology: nranks must be >= 1, got ", nranks);
-  if (spec == "switch") return std::make_unique<SwitchTopology>(nranks, link);
-  if (spec == "ring") return std::make_unique<RingTopology>(nranks, link);
-  if (spec == "hypercube") return std::make_unique<HypercubeTopology>(nranks, link);
+  const bool hosts = host != HostParams{};
+  std::unique_ptr<Topology> t;
+  if (spec == "switch") t = std::make_unique<SwitchTopology>(nranks, link);
+  if (spec == "ring") t = std::make_unique<RingTopology>(nranks, link);
+  if (spec == "hypercube") t = std::make_unique<HypercubeTopology>(nranks, link);
+  if (t) {
+    if (hosts) group_hosts(*t, nranks, host);
+    return t;
+  }
   if (spec.starts_with("hier:")) {
     const std::string_view k = spec.substr(5);
     int per_host = 0;
@@ -238,7 +309,9 @@ std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const
     intra.name = "intra";
     LinkParams across = inter;
     across.name = "inter";
-    return std::make_unique<HierTopology>(nranks, per_host, intra, across);
+    t = std::make_unique<HierTopology>(nranks, per_host, intra, across);
+    if (hosts) group_hosts(*t, per_host, host);
+    return t;
   }
   if (spec.ends_with(".json")) {
     std::ifstream in{std::string(spec)};

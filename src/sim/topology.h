@@ -20,9 +20,19 @@
 //   FILE.json    {"nodes": N, "links": [{"from": 0, "to": 1, "alpha": "2us",
 //                 "beta": "25GB/s", "duplex": true}, ...]}: shortest routes
 //                by hop count (ties: lowest next node)
+//
+// Hosts: ranks may be grouped into hosts, each with the shared resources of
+// the machine model (model/machine_model.h): a memory bandwidth that every
+// transfer, copy and reduction of its ranks draws on, and a number of cores
+// that its ranks' engines share. make_topology's `host` gives them: switch,
+// ring and hypercube become one host of all ranks, hier:K hosts of K ranks. A
+// JSON topology names its own: "hosts": [[0, 1], [2, 3]], with "memory":
+// "40GB/s" and "cores": 2 applying to each host. A topology without hosts (the
+// default) has no shared resources: the seeds' model.
 #pragma once
 
 #include "model/cost_model.h"
+#include "model/machine_model.h"
 
 #include <cstdint>
 #include <memory>
@@ -58,6 +68,15 @@ class Topology {
   // Appends the hops from a to b (a != b, both in range) to `hops`.
   virtual void route(int a, int b, std::vector<Hop>& hops) const = 0;
 
+  // Hosts (see above): none by default.
+  bool has_hosts() const { return !host_of_.empty(); }
+  size_t host_count() const { return hosts_.size(); }
+  int host_of(int rank) const { return host_of_[static_cast<size_t>(rank)]; }
+  const HostParams& host(int h) const { return hosts_[static_cast<size_t>(h)]; }
+  // Groups the ranks: host_of[r] in [0, hosts.size()) for every rank. Throws
+  // Error(invalid_argument) when a rank is missing or out of range.
+  void set_hosts(std::vector<int> host_of, std::vector<HostParams> hosts);
+
  protected:
   Topology(std::string name, int nranks, std::vector<LinkParams> classes, size_t links)
       : name_(std::move(name)), nranks_(nranks), classes_(std::move(classes)), links_(links) {}
@@ -67,6 +86,8 @@ class Topology {
   int nranks_;
   std::vector<LinkParams> classes_;
   size_t links_;
+  std::vector<int> host_of_;
+  std::vector<HostParams> hosts_;
 };
 
 // Builds a topology from its name (see above) for `nranks` ranks. `link` is the
@@ -75,7 +96,7 @@ class Topology {
 // must have exactly `nranks` nodes. Bad names and files throw
 // Error(invalid_argument).
 std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const LinkParams& link,
-                                        const LinkParams& inter);
+                                        const LinkParams& inter, const HostParams& host = {});
 
 // The same from a JSON text (for tests); `name` labels it.
 std::unique_ptr<Topology> topology_from_json(std::string_view json_text, std::string name,

@@ -1,8 +1,12 @@
 #include "tune/calibration.h"
 
+#include "bootstrap/bootstrap.h"
 #include "core/check.h"
+#include "core/reduce_kernels.h"
 
 #include <algorithm>
+#include <cstring>
+#include <thread>
 #include <vector>
 
 namespace chorus {
@@ -77,6 +81,23 @@ void agree_max(Transport& t, std::span<double> values, Deadline deadline) {
   }
 }
 
+void broadcast_text(Transport& t, std::string& text, Deadline deadline) {
+  if (t.size() == 1) return;
+  uint64_t size = text.size();
+  if (t.rank() == 0) {
+    std::vector<RequestId> sends;
+    for (int peer = 1; peer < t.size(); ++peer) {
+      sends.push_back(t.isend(peer, &size, sizeof size));
+      if (size > 0) sends.push_back(t.isend(peer, text.data(), size));
+    }
+    wait_all(t, std::move(sends), deadline, 0);
+    return;
+  }
+  wait_all(t, {t.irecv(0, &size, sizeof size, nullptr)}, deadline, 0);
+  text.assign(size, '\0');
+  if (size > 0) wait_all(t, {t.irecv(0, text.data(), size, nullptr)}, deadline, 0);
+}
+
 LinkParams calibrate_link(Transport& t, Deadline deadline, const CalibrationOptions& o) {
   const std::string name(t.name());
   if (o.large_bytes <= o.small_bytes || o.small_trials < 1 || o.large_trials < 1 || o.warmup < 0)
@@ -97,6 +118,215 @@ LinkParams calibrate_link(Transport& t, Deadline deadline, const CalibrationOpti
   }
   agree_max(t, measured, deadline);
   return {name, measured[0], 1 / measured[1]};
+}
+
+}  // namespace chorus
+
+namespace chorus {
+namespace {
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Every rank waits until all have arrived.
+void barrier(Transport& t, Deadline deadline) {
+  double x = 0;
+  agree_max(t, std::span<double>(&x, 1), deadline);
+}
+
+// Median time of `trials` runs of fn (after one untimed run).
+template <class F>
+double time_runs(int trials, F&& fn) {
+  fn();
+  std::vector<double> times;
+  for (int i = 0; i < trials; ++i) {
+    const auto start = Clock::now();
+    fn();
+    times.push_back(seconds_since(start));
+  }
+  return median(std::move(times));
+}
+
+// Median time of both ends of the pair sending `bytes` to each other at once.
+double bidirectional(Transport& t, int peer, size_t bytes, int trials, Deadline deadline) {
+  std::vector<std::byte> out(bytes, std::byte{2}), in(bytes);
+  return time_runs(trials, [&] {
+    const RequestId r = t.irecv(peer, in.data(), bytes, nullptr);
+    wait_all(t, {t.isend(peer, out.data(), bytes), r}, deadline, peer);
+  });
+}
+
+// FNV-1a, cut to 52 bits so that a double carries it exactly.
+double identity_hash(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return static_cast<double>(h & ((uint64_t{1} << 52) - 1));
+}
+
+}  // namespace
+
+ModelCalibrationOptions ModelCalibrationOptions::quick() {
+  ModelCalibrationOptions o;
+  o.pingpong_sizes = {8, 64, 512, 4096, 32768, 262144, size_t{2} << 20, size_t{16} << 20};
+  o.kernel_sizes = {65536, size_t{1} << 20, size_t{16} << 20};
+  o.small_trials = 20;
+  o.large_trials = 3;
+  o.bidir_bytes = size_t{4} << 20;
+  o.memory_bytes = size_t{32} << 20;
+  return o;
+}
+
+ModelCalibrationOptions ModelCalibrationOptions::thorough() {
+  ModelCalibrationOptions o;
+  for (size_t b = 8; b <= (size_t{64} << 20); b *= 4) o.pingpong_sizes.push_back(b);
+  for (size_t b = 4096; b <= (size_t{64} << 20); b *= 4) o.kernel_sizes.push_back(b);
+  o.small_trials = 200;
+  o.large_trials = 7;
+  o.bidir_bytes = size_t{16} << 20;
+  o.memory_bytes = size_t{64} << 20;
+  o.all_ops = true;
+  return o;
+}
+
+std::vector<int> host_layout(Transport& t, Deadline deadline) {
+  const auto n = static_cast<size_t>(t.size());
+  std::vector<double> ids(n, 0);
+  ids[static_cast<size_t>(t.rank())] = identity_hash(host_identity());
+  agree_max(t, ids, deadline);
+  std::vector<int> host_of(n);
+  std::vector<double> seen;
+  for (size_t r = 0; r < n; ++r) {
+    auto it = std::find(seen.begin(), seen.end(), ids[r]);
+    host_of[r] = static_cast<int>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(ids[r]);
+  }
+  return host_of;
+}
+
+ModelCalibration calibrate_model(Transport& t, Deadline deadline,
+                                 const ModelCalibrationOptions& o) {
+  const auto start = Clock::now();
+  ModelCalibration out;
+  const std::string cls = link_class_of(t.name());
+  if (t.size() == 1) return out;
+  const int rank = t.rank();
+  const auto n = static_cast<size_t>(t.size());
+  out.host_of = host_layout(t, deadline);
+
+  // 1. Ping-pong sweep, every pair at once; the slowest pair's times.
+  const int peer = rank ^ 1;
+  const bool paired = peer < t.size();
+  std::vector<double> half(o.pingpong_sizes.size(), 0);
+  if (paired)
+    for (size_t i = 0; i < o.pingpong_sizes.size(); ++i) {
+      const size_t b = o.pingpong_sizes[i];
+      const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
+      half[i] = half_round_trip(t, peer, b, small ? o.small_trials : o.large_trials, 1, deadline);
+    }
+  agree_max(t, half, deadline);
+  std::vector<Sample> samples;
+  for (size_t i = 0; i < half.size(); ++i)
+    samples.push_back({static_cast<double>(o.pingpong_sizes[i]), half[i]});
+  LinkParams link = fit_link_model(cls, samples);
+  link.mem_traffic = 4;  // two copies (a send's and a receive's), each a read and a write
+
+  // 2. The bidirectional exchange.
+  double bidir = 0;
+  if (paired) bidir = bidirectional(t, peer, o.bidir_bytes, o.large_trials, deadline);
+  agree_max(t, std::span<double>(&bidir, 1), deadline);
+  const double b2 = static_cast<double>(o.bidir_bytes);
+  link.half_duplex = fit_half_duplex(link.alpha + b2 * link.per_byte(b2), bidir);
+
+  // 3. Kernels and copies, on rank 0 alone.
+  std::vector<std::pair<std::string, std::vector<double>>> rates;  // key, s/B per kernel size
+  auto add_rate = [&](std::string key, std::vector<double> per_size) {
+    rates.emplace_back(std::move(key), std::move(per_size));
+  };
+  const size_t biggest =
+      o.kernel_sizes.empty() ? 0 : *std::max_element(o.kernel_sizes.begin(), o.kernel_sizes.end());
+  std::vector<DataType> types;
+  for (int d = 0; d < kDataTypeCount; ++d) types.push_back(static_cast<DataType>(d));
+  std::vector<ReduceOp> ops = {ReduceOp::sum};
+  if (o.all_ops) ops = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max};
+  {
+    std::vector<std::byte> a(biggest, std::byte{0}), b(biggest, std::byte{0});
+    auto sweep = [&](auto&& run) {
+      std::vector<double> v(o.kernel_sizes.size(), 0);
+      if (rank != 0) return v;
+      for (size_t i = 0; i < o.kernel_sizes.size(); ++i) {
+        const size_t bytes = o.kernel_sizes[i];
+        const int trials = std::clamp(static_cast<int>((size_t{8} << 20) / bytes), 3, 50);
+        v[i] = time_runs(trials, [&] { run(bytes); }) / static_cast<double>(bytes);
+      }
+      return v;
+    };
+    add_rate("copy", sweep([&](size_t bytes) { std::memcpy(a.data(), b.data(), bytes); }));
+    for (DataType d : types)
+      for (ReduceOp op : ops)
+        add_rate(kernel_key(d, op), sweep([&](size_t bytes) {
+                   reduce_into(d, op, a.data(), a.data(), b.data(), bytes / dtype_size(d));
+                 }));
+  }
+  std::vector<double> flat;
+  for (const auto& [key, v] : rates) flat.insert(flat.end(), v.begin(), v.end());
+  agree_max(t, flat, deadline);
+  size_t at = 0;
+  for (const auto& [key, v] : rates) {
+    RateCurve c;
+    for (size_t i = 0; i < v.size(); ++i)
+      c.points.push_back({static_cast<double>(o.kernel_sizes[i]), flat[at++]});
+    if (key == "copy")
+      out.table.compute.copy = std::move(c);
+    else
+      out.table.compute.kernels[key] = std::move(c);
+  }
+
+  // 4. The memory probe: rank 0 copies alone, then every rank of its host at
+  // once.
+  const double mb = static_cast<double>(o.memory_bytes);
+  std::vector<std::byte> src(o.memory_bytes, std::byte{3}), dst(o.memory_bytes, std::byte{0});
+  std::memcpy(dst.data(), src.data(), o.memory_bytes);  // first touch, outside the timing
+  double alone = 0;
+  if (rank == 0)
+    alone = time_runs(3, [&] { std::memcpy(dst.data(), src.data(), o.memory_bytes); });
+  std::vector<double> together(n, 0);
+  for (int k = 0; k < 3; ++k) {
+    barrier(t, deadline);
+    const auto s = Clock::now();
+    std::memcpy(dst.data(), src.data(), o.memory_bytes);
+    together[static_cast<size_t>(rank)] = std::max(together[static_cast<size_t>(rank)],
+                                                   k == 0 ? 0.0 : seconds_since(s));
+  }
+  std::vector<double> agreed = together;
+  agreed.push_back(alone);
+  agreed.push_back(static_cast<double>(std::max(1u, std::thread::hardware_concurrency())));
+  agree_max(t, agreed, deadline);
+  alone = agreed[n];
+  const int cores = static_cast<int>(agreed[n + 1]);
+  int local = 0;
+  double slowest = 0;
+  for (size_t r = 0; r < n; ++r)
+    if (out.host_of[r] == out.host_of[0]) {
+      ++local;
+      slowest = std::max(slowest, agreed[r]);
+    }
+  out.table.host.cores = cores;
+  out.table.host.memory = fit_memory(mb, local, cores, alone, slowest);
+  out.table.gamma = kDefaultGamma;
+  if (const RateCurve* k = out.table.compute.kernel(DataType::float32, ReduceOp::sum))
+    out.table.gamma = k->points.empty() ? kDefaultGamma : k->points.front().s_per_byte;
+  out.table.links[cls] = std::move(link);
+  out.seconds = seconds_since(start);
+  return out;
 }
 
 }  // namespace chorus

@@ -17,11 +17,14 @@
 
 #include "core/deadline.h"
 #include "model/cost_model.h"
+#include "model/machine_model.h"
+#include "tune/tuning_file.h"
 #include "transport/transport.h"
 
 #include <cstddef>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace chorus {
 
@@ -50,5 +53,40 @@ LinkParams calibrate_link(Transport& transport, Deadline deadline,
 // Every rank's `values` (the same length on all) become their elementwise
 // maximum over the ranks: gathered at rank 0, sent back.
 void agree_max(Transport& transport, std::span<double> values, Deadline deadline);
+
+// Rank 0's `text` reaches every rank (replacing theirs).
+void broadcast_text(Transport& transport, std::string& text, Deadline deadline);
+
+// The probes of the fitted machine model (model/machine_model.h). Quick ones
+// run when a communicator has no calibration cached (bounded by about a
+// second on the development host); chorus-perf --calibrate runs thorough ones.
+struct ModelCalibrationOptions {
+  std::vector<size_t> pingpong_sizes;  // ping-pong sweep
+  std::vector<size_t> kernel_sizes;    // copy and reduction kernel runs
+  int small_trials = 20;               // round trips per size up to 4 KiB
+  int large_trials = 3;                // above
+  size_t bidir_bytes = size_t{4} << 20;   // the bidirectional exchange
+  size_t memory_bytes = size_t{32} << 20;  // each rank's copy in the memory probe
+  bool all_ops = false;  // kernels of every op; else sum per dtype (others use it)
+  static ModelCalibrationOptions quick();
+  static ModelCalibrationOptions thorough();
+};
+
+// What the probes measured, and the model fitted from it. Collective: every
+// rank of the transport calls it while no other traffic is in flight, and all
+// get the same answer (figures are agreed with agree_max; kernels are timed on
+// rank 0 alone, memory with everyone at once). The link is named
+// link_class_of(transport.name()). One rank alone gets an empty table.
+struct ModelCalibration {
+  TuningTable table;        // links[class], host, compute
+  std::vector<int> host_of;  // each rank's host, numbered from 0 in rank order
+  double seconds = 0;       // how long it took (rank 0's clock)
+};
+ModelCalibration calibrate_model(Transport& transport, Deadline deadline,
+                                 const ModelCalibrationOptions& options);
+
+// Which ranks share a host (bootstrap's host_identity): host_of[r] for every
+// rank, hosts numbered from 0 in order of their first rank. Collective.
+std::vector<int> host_layout(Transport& transport, Deadline deadline);
 
 }  // namespace chorus

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "tune/calibration.h"
+#include "tune/calibration_cache.h"
 
 #include <vector>
 
@@ -67,16 +68,28 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
   const std::string cls = link_class_of(transport.name());
   CostParams params{kInprocAlpha, kInprocBeta, kDefaultGamma, 1};
   std::vector<TuningRule> rules;
+  std::shared_ptr<const MachineSim> model;
+  auto take = [&](const TuningTable& table, std::vector<int> host_of) {
+    params.gamma = table.gamma;
+    params.ports = table.ports;
+    auto it = table.links.find(cls);
+    if (it == table.links.end()) return false;
+    params.alpha = it->second.alpha;
+    params.beta = it->second.beta;
+    if (!it->second.curve.empty()) {
+      if (host_of.size() != static_cast<size_t>(transport.size())) host_of.clear();
+      model = std::make_shared<MachineSim>(table, cls, std::move(host_of));
+    }
+    return true;
+  };
   bool have = false;
   if (!config.tuning_file.empty()) {
     const TuningTable table = read_tuning_file(config.tuning_file);
-    params.gamma = table.gamma;
-    params.ports = table.ports;
-    if (auto it = table.links.find(cls); it != table.links.end()) {
-      params.alpha = it->second.alpha;
-      params.beta = it->second.beta;
-      have = true;
-    }
+    std::vector<int> host_of;
+    // A fitted file's hosts: which ranks share one (collective, as below).
+    if (table.fitted() && cls != "inproc" && transport.size() > 1)
+      host_of = host_layout(transport, deadline_after(config.timeout));
+    have = take(table, std::move(host_of));
     for (const TuningRule& r : table.rules)
       if (r.link == cls && r.nranks == transport.size()) rules.push_back(r);
   }
@@ -84,14 +97,15 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
   // tuning file.
   if (!have && cls != "inproc" && transport.size() > 1) {
     const auto start = Clock::now();
-    const LinkParams p = calibrate_link(transport, deadline_after(config.timeout, start));
-    params.alpha = p.alpha;
-    params.beta = p.beta;
-    log_message(config.log_level, LogLevel::info, transport.rank(), "tuner: calibrated ", cls,
-                ": alpha ", p.alpha, " s, beta ", p.beta, " B/s in ",
-                std::chrono::duration<double, std::milli>(Clock::now() - start).count(), " ms");
+    CachedModel cached = cached_model(transport, config, deadline_after(config.timeout, start));
+    take(cached.table, std::move(cached.host_of));
+    log_message(config.log_level, LogLevel::info, transport.rank(), "tuner: ",
+                cached.from_cache ? "cached model " : "calibrated model ",
+                cached.path.empty() ? std::string("(cache off)") : cached.path, " for ", cls,
+                " in ", std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
+                " ms");
   }
-  auto tuner = std::make_unique<Tuner>(transport.size(), params, std::move(rules));
+auto tuner = std::make_unique<Tuner>(transport.size(), params, std::move(rules), std::move(model));
   if (config.log_tuning) {
     const int rank = transport.rank();
     tuner->set_log([rank](const std::string& text) { write_log_line(LogLevel::info, rank, text); });

@@ -18,6 +18,16 @@ size_t sweep_count(Collective collective, int ranks, size_t size, size_t elem_si
   return size / elem_size / (per_block ? static_cast<size_t>(ranks) : 1);
 }
 
+SimOptions sweep_options(const SimSweepSpec& spec) {
+  SimOptions o;
+  o.ports = spec.params.ports;
+  o.gamma = spec.params.gamma;
+  o.elem_size = spec.elem_size;
+  o.copy = spec.copy;
+  o.kernel = spec.kernel;
+  return o;
+}
+
 SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
   const int n = spec.ranks;
   const size_t es = spec.elem_size;
@@ -40,8 +50,7 @@ SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
       if (!ok) continue;
       cs.rank = 0;
       const auto programs = build_all(*al, cs);
-      const SimResult res =
-          simulate(programs, topology, SimOptions{spec.params.ports, spec.params.gamma, es});
+      const SimResult res = simulate(programs, topology, sweep_options(spec));
       SimRow row{m,
                  std::string(al->name),
                  res.time,

@@ -32,6 +32,10 @@ struct SimSweepSpec {
   // The model's M of each row (cost_model.h): for allgather, reduce_scatter
   // and alltoall the whole N-block buffer. Barrier ignores them (one row, 0).
   std::vector<size_t> sizes;
+  // The fitted machine model's compute rates (SimOptions::copy, kernel), not
+  // owned; null: gamma.
+  const RateCurve* copy = nullptr;
+  const RateCurve* kernel = nullptr;
 };
 
 struct SimRow {
@@ -42,6 +46,9 @@ struct SimRow {
   double bound = 0;               // lower_bound(...).combined()
   bool fastest = false;           // least simulated time of its size
 };
+
+// The simulator options of a sweep's runs.
+SimOptions sweep_options(const SimSweepSpec& spec);
 
 struct SimSweep {
   // One entry per size, in order; an algorithm that does not support a size

@@ -23,23 +23,35 @@ size_t rule_bytes(const CollectiveSpec& spec) {
 
 }  // namespace
 
-Tuner::Tuner(int nranks, CostParams params, std::vector<TuningRule> rules)
-    : nranks_(nranks), params_(params), rules_(std::move(rules)) {}
+Tuner::Tuner(int nranks, CostParams params, std::vector<TuningRule> rules,
+             std::shared_ptr<const MachineSim> model)
+    : nranks_(nranks), params_(params), rules_(std::move(rules)), model_(std::move(model)) {}
 
 double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec) const {
   const double m = model_bytes(spec.collective, nranks_, spec.count, spec.elem_size);
   CostParams params = params_;
   params.segment_bytes = spec.segment_bytes;
   if (nranks_ == 1) return 0;
+  const bool fitted = model_ && model_->fitted();
+  if (fitted && nranks_ <= kModelSimMaxRanks) {
+    CollectiveSpec s = spec;
+    s.nranks = nranks_;
+    return model_->time(algo, s, representative_type(spec.elem_size), ReduceOp::sum);
+  }
+  if (fitted) params.beta = model_->link().beta_at(m / nranks_);
   // Closed forms assume a switch, as the simulation below does.
   if (const ClosedForm* f = closed_form_on(algo, "switch", nranks_, params.ports))
     if (Prediction p = f->at(nranks_, m, params); p.ok) return p.seconds;
-  const LinkParams link{"link", params_.alpha, params_.beta};
+  const LinkParams link{"link", params.alpha, params.beta};
   const auto topo = make_topology("switch", nranks_, link, link);
   CollectiveSpec s = spec;
   s.nranks = nranks_;
   const auto programs = build_all(algo, s);
-  return simulate(programs, *topo, SimOptions{params_.ports, params_.gamma, spec.elem_size}).time;
+  SimOptions o;
+  o.ports = params.ports;
+  o.gamma = params.gamma;
+  o.elem_size = spec.elem_size;
+  return simulate(programs, *topo, o).time;
 }
 
 const Algorithm* Tuner::rule_pick(const CollectiveSpec& spec,
@@ -64,7 +76,9 @@ const Algorithm* Tuner::rule_pick(const CollectiveSpec& spec,
 const Algorithm* Tuner::pick(const CollectiveSpec& spec,
                              std::span<const Algorithm* const> candidates) {
   const bool log = log_ && logged_.emplace(spec.collective, size_class(spec)).second;
-  if (const Algorithm* measured = rule_pick(spec, candidates)) {
+  const Algorithm* measured = rule_pick(spec, candidates);
+  const bool fitted = model_ && model_->fitted();
+  if (measured && !fitted) {
     if (log)
       log_(str_cat("tuning ", to_string(spec.collective), " N=", nranks_, " ", rule_bytes(spec),
                    " B: measured rule -> ", measured->name));
@@ -73,8 +87,10 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec,
   std::string line;
   if (log)
     line = str_cat("tuning ", to_string(spec.collective), " N=", nranks_, " ",
-                   spec.count * spec.elem_size, " B (alpha ", params_.alpha, " s, beta ",
-                   params_.beta, " B/s, gamma ", params_.gamma, " s/B):");
+                   spec.count * spec.elem_size, " B (",
+                   fitted ? "fitted model" : str_cat("alpha ", params_.alpha, " s, beta ", params_.beta,
+                                                     " B/s, gamma ", params_.gamma, " s/B"),
+                   "):");
   const Algorithm* best = nullptr;
   double best_time = std::numeric_limits<double>::infinity();
   for (const Algorithm* a : candidates) {
@@ -86,6 +102,12 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec,
       best_time = t;
       best = a;
     }
+  }
+  // A measured rule wins where the fitted model cannot tell its pick from
+  // the model's own.
+  if (measured && measured != best && predict(*measured, spec) <= best_time * (1 + kTunerPickMargin)) {
+    if (log) log_(str_cat(line, " -> measured rule ", measured->name));
+    return measured;
   }
   if (log) log_(str_cat(line, " -> ", best ? best->name : std::string_view("none")));
   return best;

@@ -8,20 +8,28 @@
 // the slowest pair's figures (calibration.h), and a tuning file is the same
 // file everywhere.
 //
+// The model: with a fitted machine model (tune/model_sim.h; from a version 2
+// tuning file or the calibration cache), each candidate's Programs are
+// simulated on it, up to kModelSimMaxRanks ranks; beyond, and without a
+// fitted model, the closed forms (or a simulation on a switch) of the seeds'
+// alpha-beta-gamma, with the fitted beta of the per-rank block M/N where
+// there is one.
+//
 // Rules (tuning_file.h): for a call whose (collective, N) has rules of this
-// link class, the tuner takes the algorithm of the rule with the largest
-// min_bytes not above the call's size (the smallest rule below the first
-// size), when that algorithm is a candidate; otherwise, and for every call
-// without rules, the model decides. A model is a model: the rules correct it
-// where an implementation's real costs (copies, wake-ups, segment overheads)
-// differ from alpha-beta-gamma.
+// link class, the rule with the largest min_bytes not above the call's size
+// (the smallest rule below the first size) names an algorithm. With a fitted
+// model, the rule wins only where the model cannot tell it from the model's
+// pick (predicted within kTunerPickMargin); without one (version 1 files),
+// it always wins when its algorithm is a candidate.
 #pragma once
 
 #include "algorithms/algorithm.h"
 #include "model/cost_model.h"
+#include "tune/model_sim.h"
 #include "tune/tuning_file.h"
 
 #include <functional>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -40,12 +48,16 @@ inline constexpr double kInprocBeta = 4e9;
 // size, so a smaller predicted edge is no edge.
 inline constexpr double kTunerPickMargin = 0.05;
 
+// Up to this many ranks the tuner simulates the fitted model.
+inline constexpr int kModelSimMaxRanks = 64;
+
 // Not thread-safe (a communicator is used by one thread at a time).
 class Tuner {
  public:
   // `rules` of other collectives or rank counts than this communicator's are
   // ignored; the caller passes those of its link class.
-  Tuner(int nranks, CostParams params, std::vector<TuningRule> rules = {});
+  Tuner(int nranks, CostParams params, std::vector<TuningRule> rules = {},
+        std::shared_ptr<const MachineSim> model = nullptr);
 
   // Predicted time of `algo` for `spec`: its closed form on a switch, or,
   // where it has none, a simulation of its Programs on a switch with these
@@ -63,6 +75,8 @@ class Tuner {
   // Replaces the measured rules.
   void set_rules(std::vector<TuningRule> rules) { rules_ = std::move(rules); }
   const CostParams& params() const { return params_; }
+  // The fitted model, or nullptr.
+  const MachineSim* model() const { return model_.get(); }
   // Receives one line per (collective, size class) the first time it is
   // picked: every candidate's predicted time and the pick.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
@@ -74,6 +88,7 @@ class Tuner {
   int nranks_;
   CostParams params_;
   std::vector<TuningRule> rules_;
+  std::shared_ptr<const MachineSim> model_;
   std::function<void(const std::string&)> log_;
   std::set<std::pair<Collective, int>> logged_;
 };

@@ -30,6 +30,31 @@ std::string json_string(const nlohmann::json& j, const char* key, std::string_vi
   return j[key].get<std::string>();
 }
 
+// [[bytes, seconds per byte], ...], sizes increasing, values >= 0.
+RateCurve json_curve(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_array())
+    fail(ErrorCode::invalid_argument, where, " must be a list of [bytes, s_per_B] pairs");
+  RateCurve c;
+  for (const auto& pt : j) {
+    if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number())
+      fail(ErrorCode::invalid_argument, where, ": point ", pt.dump(),
+           " is not a [bytes, s_per_B] pair");
+    const RatePoint p{pt[0].get<double>(), pt[1].get<double>()};
+    if (!(p.bytes > 0) || !(p.s_per_byte >= 0) || !std::isfinite(p.bytes) ||
+        !std::isfinite(p.s_per_byte) || (!c.empty() && !(p.bytes > c.points.back().bytes)))
+      fail(ErrorCode::invalid_argument, where, ": point ", pt.dump(),
+           " needs bytes > 0, increasing, and s_per_B >= 0");
+    c.points.push_back(p);
+  }
+  return c;
+}
+
+nlohmann::json curve_json(const RateCurve& c) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const RatePoint& p : c.points) a.push_back({p.bytes, p.s_per_byte});
+  return a;
+}
+
 }  // namespace
 
 TuningTable tuning_from_json(std::string_view text, std::string_view where) {
@@ -44,9 +69,9 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
     fail(ErrorCode::invalid_argument, where, ": not a chorus tuning file (\"format\" must be ",
          "\"chorus-tuning\")");
   const nlohmann::json version = j.contains("version") ? j["version"] : nlohmann::json(0);
-  if (version != 1)
+  if (version != 1 && version != 2)
     fail(ErrorCode::invalid_argument, where, ": unsupported tuning file version ",
-         version.dump(), " (this chorus reads version 1)");
+         version.dump(), " (this chorus reads versions 1 and 2)");
   TuningTable t;
   const double ports = j.contains("ports") ? json_number(j, "ports", where) : 1;
   if (j.contains("gamma_s_per_B")) t.gamma = json_number(j, "gamma_s_per_B", where);
@@ -61,7 +86,38 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
     LinkParams p{name, json_number(v, "alpha_s", w), json_number(v, "beta_Bps", w)};
     if (!(p.alpha >= 0) || !(p.beta > 0) || !std::isfinite(p.alpha) || !std::isfinite(p.beta))
       fail(ErrorCode::invalid_argument, w, ": alpha_s must be >= 0 and beta_Bps > 0");
+    if (v.contains("curve")) p.curve = json_curve(v["curve"], str_cat(w, ": curve"));
+    if (v.contains("half_duplex")) {
+      if (!v["half_duplex"].is_boolean())
+        fail(ErrorCode::invalid_argument, w, ": half_duplex must be true or false");
+      p.half_duplex = v["half_duplex"].get<bool>();
+    }
+    if (v.contains("mem_traffic")) p.mem_traffic = json_number(v, "mem_traffic", w);
+    if (!(p.mem_traffic >= 0) || !std::isfinite(p.mem_traffic))
+      fail(ErrorCode::invalid_argument, w, ": mem_traffic must be >= 0");
     t.links[name] = p;
+  }
+  if (j.contains("host")) {
+    const auto& h = j["host"];
+    const std::string w = str_cat(where, ": host");
+    if (!h.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
+    if (h.contains("memory_Bps")) t.host.memory = json_number(h, "memory_Bps", w);
+    const double cores = h.contains("cores") ? json_number(h, "cores", w) : 0;
+    if (!(t.host.memory >= 0) || !std::isfinite(t.host.memory) || !(cores >= 0 && cores <= 1e6))
+      fail(ErrorCode::invalid_argument, w, ": memory_Bps must be >= 0 and cores from 0 to 1e6");
+    t.host.cores = static_cast<int>(cores);
+  }
+  if (j.contains("compute")) {
+    const auto& c = j["compute"];
+    const std::string w = str_cat(where, ": compute");
+    if (!c.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
+    if (c.contains("copy")) t.compute.copy = json_curve(c["copy"], str_cat(w, ": copy"));
+    if (c.contains("kernels")) {
+      if (!c["kernels"].is_object())
+        fail(ErrorCode::invalid_argument, w, ": kernels must be an object");
+      for (const auto& [key, curve] : c["kernels"].items())
+        t.compute.kernels[key] = json_curve(curve, str_cat(w, ": kernel ", key));
+    }
   }
   if (j.contains("rules")) {
     if (!j["rules"].is_array())
@@ -96,12 +152,25 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
 
 std::string tuning_to_json(const TuningTable& t) {
   nlohmann::json links = nlohmann::json::object();
-  for (const auto& [name, p] : t.links) links[name] = {{"alpha_s", p.alpha}, {"beta_Bps", p.beta}};
+  for (const auto& [name, p] : t.links) {
+    nlohmann::json l = {{"alpha_s", p.alpha}, {"beta_Bps", p.beta}};
+    if (!p.curve.empty()) l["curve"] = curve_json(p.curve);
+    if (p.half_duplex) l["half_duplex"] = true;
+    if (p.mem_traffic > 0) l["mem_traffic"] = p.mem_traffic;
+    links[name] = l;
+  }
   nlohmann::json j = {{"format", "chorus-tuning"},
-                      {"version", 1},
+                      {"version", 2},
                       {"gamma_s_per_B", t.gamma},
                       {"ports", t.ports},
                       {"links", links}};
+  if (t.host != HostParams{})
+    j["host"] = {{"memory_Bps", t.host.memory}, {"cores", t.host.cores}};
+  if (!t.compute.empty()) {
+    nlohmann::json kernels = nlohmann::json::object();
+    for (const auto& [key, c] : t.compute.kernels) kernels[key] = curve_json(c);
+    j["compute"] = {{"copy", curve_json(t.compute.copy)}, {"kernels", kernels}};
+  }
   if (!t.rules.empty()) {
     nlohmann::json rules = nlohmann::json::array();
     for (const TuningRule& r : t.rules)
@@ -129,6 +198,8 @@ void write_tuning_file(const std::string& path, const TuningTable& table) {
   if (std::filesystem::exists(path, ec)) {
     const TuningTable old = read_tuning_file(path);
     for (const auto& [name, p] : old.links) merged.links.emplace(name, p);
+    if (merged.host == HostParams{}) merged.host = old.host;
+    if (merged.compute.empty()) merged.compute = old.compute;
     // Rules of another (collective, link class, N) than the new ones stay.
     for (const TuningRule& r : old.rules) {
       const bool replaced = std::any_of(table.rules.begin(), table.rules.end(), [&](const auto& n) {

@@ -2,12 +2,22 @@
 //
 // Written by chorus-perf --calibrate (write_tuning_file), read at communicator
 // creation from CHORUS_TUNING_FILE:
-//   {"format": "chorus-tuning", "version": 1,
+//   {"format": "chorus-tuning", "version": 2,
 //    "gamma_s_per_B": 1e-10, "ports": 1,
-//    "links": {"shm": {"alpha_s": 1.2e-6, "beta_Bps": 8.5e9},
+//    "links": {"shm": {"alpha_s": 1.2e-6, "beta_Bps": 8.5e9,
+//                      "curve": [[4096, 6e-11], [65536, 4e-11], [67108864, 1.1e-10]],
+//                      "half_duplex": true, "mem_traffic": 4},
 //              "tcp": {"alpha_s": 2.5e-5, "beta_Bps": 1.1e9}},
+//    "host": {"memory_Bps": 3.2e10, "cores": 2},
+//    "compute": {"copy": [[65536, 5e-11], ...],
+//                "kernels": {"float32.sum": [[65536, 9e-11], ...], ...}},
 //    "rules": [{"collective": "allreduce", "link": "shm", "ranks": 2,
 //               "min_bytes": 8, "algorithm": "recursive_doubling"}, ...]}
+//
+// Version 2 adds the fitted machine model (model/machine_model.h): a link's
+// curve, half_duplex and mem_traffic, the host and the compute rates. All of
+// them are optional; a version 1 file (alpha and beta only) still loads and
+// gives the plain alpha-beta-gamma model.
 //
 // Rules are measured decisions: chorus-perf --calibrate times every algorithm
 // at each size of a sweep and records the fastest (see tuner.h for how they
@@ -16,6 +26,7 @@
 
 #include "core/collective.h"
 #include "model/cost_model.h"
+#include "model/machine_model.h"
 
 #include <cstddef>
 #include <map>
@@ -46,6 +57,14 @@ struct TuningTable {
   std::vector<TuningRule> rules;
   double gamma = kDefaultGamma;
   int ports = 1;
+  HostParams host;       // version 2: fitted
+  ComputeModel compute;  // version 2: fitted
+  // Whether the file carries a fitted model (a link with a curve).
+  bool fitted() const {
+    for (const auto& [name, p] : links)
+      if (!p.curve.empty()) return true;
+    return false;
+  }
 };
 
 // JSON text <-> table; bad text throws Error(invalid_argument) naming `where`.

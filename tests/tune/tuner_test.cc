@@ -193,7 +193,7 @@ TEST(TuningFile, BadFilesAreClearErrors) {
   for (
       const char* bad :
       {"{", "[]", R"({"format": "x", "version": 1, "links": {}})",
-       R"({"format": "chorus-tuning", "version": 2, "links": {}})",
+       R"({"format": "chorus-tuning", "version": 3, "links": {}})",
        R"({"format": "chorus-tuning", "version": 1})",
        R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1}}})",
        R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1, "beta_Bps": 0}}})",

@@ -1,0 +1,105 @@
+#include "tune/calibration_cache.h"
+
+#include "core/check.h"
+#include "core/log.h"
+#include "tune/calibration.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace chorus {
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string s(name);
+  for (char& c : s)
+    if (c == '/') c = '_';
+  return s;
+}
+
+// The file's text, or "" when it cannot be read.
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Writes atomically (a temporary file renamed over it); returns the reason
+// on failure, "" on success.
+std::string write_text(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return str_cat("cannot create its directory: ", ec.message());
+  const std::string tmp = str_cat(path, ".", getpid(), ".tmp");
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return "cannot write it";
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return str_cat("cannot rename it into place: ", ec.message());
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string cache_file(const std::string& dir, std::string_view link, int nranks) {
+  return str_cat(dir, "/", host_name(), "-", link, "-n", nranks, ".json");
+}
+
+CachedModel cached_model(Transport& t, const Config& config, Deadline deadline) {
+  CachedModel out;
+  const std::string cls = link_class_of(t.name());
+  const bool use_cache = config.tuning_cache && !config.cache_dir.empty();
+  if (use_cache) out.path = cache_file(config.cache_dir, cls, t.size());
+  // Rank 0 decides: the cached text, or "" to calibrate.
+  std::string text;
+  if (use_cache && t.rank() == 0) {
+    text = read_text(out.path);
+    if (!text.empty()) {
+      try {
+        const TuningTable table = tuning_from_json(text, str_cat("calibration cache '", out.path, "'"));
+        auto it = table.links.find(cls);
+        if (it == table.links.end() || it->second.curve.empty())
+          fail(ErrorCode::invalid_argument, "calibration cache '", out.path,
+               "' holds no fitted model of link class ", cls);
+      } catch (const Error& e) {
+        log_message(config.log_level, LogLevel::warn, t.rank(), "ignoring the calibration cache: ",
+                    e.what(), "; calibrating again");
+        text.clear();
+      }
+    }
+  }
+  broadcast_text(t, text, deadline);
+  if (!text.empty()) {
+    out.table = tuning_from_json(text, str_cat("calibration cache '", out.path, "'"));
+    out.host_of = host_layout(t, deadline);
+    out.from_cache = true;
+    return out;
+  }
+  ModelCalibration cal = calibrate_model(t, deadline, ModelCalibrationOptions::quick());
+  out.table = std::move(cal.table);
+  out.host_of = std::move(cal.host_of);
+  log_message(config.log_level, LogLevel::info, t.rank(), "tuner: calibrated ", cls, " at N=",
+              t.size(), " in ", cal.seconds * 1e3, " ms");
+  if (use_cache && t.rank() == 0)
+    if (std::string why = write_text(out.path, tuning_to_json(out.table)); !why.empty())
+      log_message(config.log_level, LogLevel::warn, t.rank(), "calibration cache '", out.path,
+                  "': ", why, "; it will be calibrated again next time");
+  return out;
+}
+
+}  // namespace chorus

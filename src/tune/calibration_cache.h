@@ -1,0 +1,42 @@
+// The calibration cache: so that users do not calibrate by hand, a
+// communicator without CHORUS_TUNING_FILE uses the fitted model cached for
+// this host, transport and rank count, and when there is none runs the quick
+// calibration (tune/calibration.h: about a second) and stores it.
+//
+//   $XDG_CACHE_HOME/chorus/<hostname>-<link class>-n<N>.json   (a version 2
+//   ~/.cache/chorus/...      when XDG_CACHE_HOME is unset       tuning file)
+//
+// Rank 0 reads and writes the file and sends its text to every rank, so all
+// ranks predict alike even when their hosts' caches differ. A file that does
+// not parse, or holds no fitted model of this link class, is ignored with a
+// warning and replaced. CHORUS_TUNING_CACHE=off calibrates at every start-up
+// and stores nothing; so does a cache directory that cannot be written (with
+// a warning).
+#pragma once
+
+#include "core/config.h"
+#include "core/deadline.h"
+#include "transport/transport.h"
+#include "tune/tuning_file.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace chorus {
+
+// dir/<hostname>-<link>-n<nranks>.json
+std::string cache_file(const std::string& dir, std::string_view link, int nranks);
+
+struct CachedModel {
+  TuningTable table;         // fitted; links holds the transport's class
+  std::vector<int> host_of;  // each rank's host (tune/calibration.h: host_layout)
+  bool from_cache = false;   // false: calibrated now
+  std::string path;          // the cache file ("" when the cache is off)
+};
+
+// Collective: every rank of the transport calls it at creation, with no other
+// traffic in flight.
+CachedModel cached_model(Transport& transport, const Config& config, Deadline deadline);
+
+}  // namespace chorus

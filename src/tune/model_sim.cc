@@ -1,0 +1,63 @@
+#include "tune/model_sim.h"
+
+#include "core/check.h"
+
+#include <algorithm>
+
+namespace chorus {
+
+MachineSim::MachineSim(TuningTable table, std::string link, std::vector<int> host_of)
+    : table_(std::move(table)), host_of_(std::move(host_of)) {
+  auto it = table_.links.find(link);
+  if (it == table_.links.end())
+    fail(ErrorCode::invalid_argument, "machine model: no link class '", link, "' in the table");
+  link_ = it->second;
+  fitted_ = !link_.curve.empty();
+}
+
+std::unique_ptr<Topology> MachineSim::topology(int nranks) const {
+  auto t = make_topology("switch", nranks, link_, link_);
+  if (!fitted_ || table_.host == HostParams{}) return t;
+  std::vector<int> host_of = host_of_;
+  if (host_of.empty()) host_of.assign(static_cast<size_t>(nranks), 0);
+  if (host_of.size() != static_cast<size_t>(nranks))
+    fail(ErrorCode::invalid_argument, "machine model: ", host_of.size(),
+         " ranks have hosts but ", nranks, " are simulated");
+  const int hosts = *std::max_element(host_of.begin(), host_of.end()) + 1;
+  t->set_hosts(std::move(host_of), std::vector<HostParams>(static_cast<size_t>(hosts), table_.host));
+  return t;
+}
+
+SimOptions MachineSim::options(DataType type, ReduceOp op) const {
+  SimOptions o;
+  o.ports = table_.ports;
+  o.gamma = table_.gamma;
+  o.elem_size = dtype_size(type);
+  if (fitted_ && !table_.compute.copy.empty()) {
+    o.copy = &table_.compute.copy;
+    o.kernel = table_.compute.kernel(type, op);
+  }
+  return o;
+}
+
+double MachineSim::time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
+                        ReduceOp op) const {
+  if (spec.nranks <= 1) return 0;
+  const auto programs = build_all(algo, spec);
+  return simulate(programs, *topology(spec.nranks), options(type, op)).time;
+}
+
+DataType representative_type(size_t elem_size) {
+  switch (elem_size) {
+    case 1:
+      return DataType::int8;
+    case 2:
+      return DataType::float16;
+    case 8:
+      return DataType::float64;
+    default:
+      return DataType::float32;
+  }
+}
+
+}  // namespace chorus

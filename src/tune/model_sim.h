@@ -1,0 +1,60 @@
+// The fitted machine model as the simulator runs it: what the tuner predicts
+// with, what chorus-perf's pred(us) column shows and what chorus-sim
+// --tuning simulates.
+//
+// A call on N ranks becomes the algorithm's Programs on a switch (one hop per
+// message) of the transport's link class, with the ranks grouped into hosts
+// (all on one host unless host_of says otherwise), each host with the fitted
+// memory bandwidth and cores, and local work priced by the fitted copy and
+// kernel rates of the call's dtype and op (sim/simulator.h).
+//
+//   MachineSim m(table, "shm");
+//   double s = m.time(*find_algorithm(Collective::allreduce, "ring"), spec,
+//                     DataType::float32, ReduceOp::sum);
+#pragma once
+
+#include "algorithms/algorithm.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+#include "tune/tuning_file.h"
+
+#include <chorus/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus {
+
+class MachineSim {
+ public:
+  // `table` must hold link class `link` (Error(invalid_argument) otherwise);
+  // host_of[r] is rank r's host (empty: all ranks on one host).
+  MachineSim(TuningTable table, std::string link, std::vector<int> host_of = {});
+
+  const TuningTable& table() const { return table_; }
+  const LinkParams& link() const { return link_; }
+  // Whether the table carries a fitted model (else it is the seeds' model
+  // with the table's alpha, beta and gamma).
+  bool fitted() const { return fitted_; }
+
+  // The topology of `nranks` ranks (host_of, when given, must have as many).
+  std::unique_ptr<Topology> topology(int nranks) const;
+  // Options for a call of (type, op): points into this object.
+  SimOptions options(DataType type, ReduceOp op) const;
+  // Predicted seconds of `algo` for `spec` (spec.nranks ranks).
+  double time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
+              ReduceOp op) const;
+
+ private:
+  TuningTable table_;
+  LinkParams link_;
+  std::vector<int> host_of_;
+  bool fitted_ = false;
+};
+
+// The dtype a call of this element size is predicted as, when only the size
+// is known (the tuner): int8, float16, float32, float64.
+DataType representative_type(size_t elem_size);
+
+}  // namespace chorus

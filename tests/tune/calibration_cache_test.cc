@@ -1,0 +1,190 @@
+// The fitted model in tuning files (version 2) and the calibration cache:
+// written, read, kept apart by transport and rank count, invalidated when
+// corrupt, and off when asked.
+#include "tune/calibration_cache.h"
+
+#include "transport/inproc/inproc_transport.h"
+#include "tune/calibration.h"
+#include "tune/tuning_file.h"
+
+#include <chorus/error.h>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace chorus {
+namespace {
+
+TuningTable fitted_table() {
+  TuningTable t;
+  LinkParams shm("shm", 0.4e-6, 6e9);
+  shm.curve = {{{4096, 5e-11}, {262144, 3e-11}, {16777216, 1.6e-10}}};
+  shm.half_duplex = true;
+  shm.mem_traffic = 4;
+  t.links["shm"] = shm;
+  t.links["tcp"] = LinkParams("tcp", 9e-6, 2e9);
+  t.host = {30e9, 2};
+  t.compute.copy = {{{65536, 2e-11}, {16777216, 1.5e-10}}};
+  t.compute.kernels["float32.sum"] = {{{65536, 4e-11}, {16777216, 1.7e-10}}};
+  t.gamma = 4e-11;
+  return t;
+}
+
+TEST(TuningFileV2, RoundTripsTheFittedModel) {
+  const TuningTable t = fitted_table();
+  const std::string text = tuning_to_json(t);
+  EXPECT_NE(text.find("\"version\": 2"), std::string::npos) << text;
+  const TuningTable back = tuning_from_json(text, "test");
+  EXPECT_TRUE(back.fitted());
+  const LinkParams& shm = back.links.at("shm");
+  EXPECT_EQ(shm.curve, t.links.at("shm").curve);
+  EXPECT_TRUE(shm.half_duplex);
+  EXPECT_EQ(shm.mem_traffic, 4);
+  EXPECT_TRUE(back.links.at("tcp").curve.empty());
+  EXPECT_FALSE(back.links.at("tcp").half_duplex);
+  EXPECT_EQ(back.host, t.host);
+  EXPECT_EQ(back.compute, t.compute);
+}
+
+TEST(TuningFileV2, VersionOneFilesStillLoadAsTheSeedsModel) {
+  const TuningTable t = tuning_from_json(
+      R"({"format": "chorus-tuning", "version": 1, "links": {"shm": {"alpha_s": 1e-6, "beta_Bps": 5e9}}})",
+      "v1");
+  EXPECT_FALSE(t.fitted());
+  EXPECT_EQ(t.links.at("shm").beta, 5e9);
+  EXPECT_EQ(t.host, HostParams{});
+  EXPECT_TRUE(t.compute.empty());
+}
+
+TEST(TuningFileV2, BadModelEntriesAreClearErrors) {
+  auto bad = [](const std::string& link_extra, const std::string& top_extra = "") {
+    const std::string text = R"({"format": "chorus-tuning", "version": 2, "links": {"shm": {"alpha_s": 1e-6, "beta_Bps": 5e9)" +
+                             link_extra + "}}" + top_extra + "}";
+    try {
+      tuning_from_json(text, "f");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(bad(R"(, "curve": [[4096, 1e-10], [1024, 1e-10]])").find("increasing"), std::string::npos);
+  EXPECT_NE(bad(R"(, "curve": [[4096, -1]])").find("s_per_B >= 0"), std::string::npos);
+  EXPECT_NE(bad(R"(, "curve": [4096])").find("pair"), std::string::npos);
+  EXPECT_NE(bad(R"(, "half_duplex": 1)").find("half_duplex"), std::string::npos);
+  EXPECT_NE(bad(R"(, "mem_traffic": -4)").find("mem_traffic"), std::string::npos);
+  EXPECT_NE(bad("", R"(, "host": {"memory_Bps": -1})").find("memory_Bps"), std::string::npos);
+  EXPECT_NE(bad("", R"(, "compute": {"kernels": [1]})").find("kernels"), std::string::npos);
+  EXPECT_NE(tuning_to_json(fitted_table()).find("float32.sum"), std::string::npos);
+}
+
+// Runs cached_model on n in-process ranks; returns rank 0's result and
+// checks that every rank got the same table.
+CachedModel run_cache(int n, const Config& config) {
+  auto world = make_inproc_world(n);
+  std::vector<CachedModel> got(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto t = make_inproc_transport(world, r, std::chrono::microseconds{50});
+      got[static_cast<size_t>(r)] =
+          cached_model(*t, config, Clock::now() + std::chrono::seconds(120));
+    });
+  for (auto& th : threads) th.join();
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(tuning_to_json(got[static_cast<size_t>(r)].table), tuning_to_json(got[0].table))
+        << "rank " << r;
+    EXPECT_EQ(got[static_cast<size_t>(r)].from_cache, got[0].from_cache);
+  }
+  return got[0];
+}
+
+class CalibrationCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("chorus_cache_test_" + std::to_string(::getpid())))
+               .string();
+    std::filesystem::remove_all(dir_);
+    config_.cache_dir = dir_ + "/chorus";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  Config config_;
+};
+
+TEST_F(CalibrationCache, WrittenThenReadAndKeptApartByRankCount) {
+  const CachedModel first = run_cache(2, config_);
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(first.path, cache_file(config_.cache_dir, "inproc", 2));
+  ASSERT_TRUE(std::filesystem::exists(first.path));
+  const LinkParams& link = first.table.links.at("inproc");
+  EXPECT_FALSE(link.curve.empty());
+  EXPECT_GT(link.beta, 0);
+  EXPECT_FALSE(first.table.compute.copy.empty());
+  EXPECT_NE(first.table.compute.kernel(DataType::float64, ReduceOp::sum), nullptr);
+  EXPECT_EQ(first.host_of, (std::vector<int>{0, 0}));
+
+  const CachedModel second = run_cache(2, config_);
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(tuning_to_json(second.table), tuning_to_json(first.table));
+
+  // Another rank count is another entry, calibrated on its own.
+  const CachedModel three = run_cache(3, config_);
+  EXPECT_FALSE(three.from_cache);
+  EXPECT_NE(three.path, first.path);
+  EXPECT_TRUE(std::filesystem::exists(three.path));
+  EXPECT_TRUE(std::filesystem::exists(first.path));
+  // Another transport's name is another file too.
+  EXPECT_NE(cache_file(config_.cache_dir, "shm", 2), first.path);
+  EXPECT_NE(cache_file(config_.cache_dir, "tcp", 2), cache_file(config_.cache_dir, "shm", 2));
+}
+
+TEST_F(CalibrationCache, ACorruptFileIsIgnoredWithAWarningAndReplaced) {
+  const std::string path = cache_file(config_.cache_dir, "inproc", 2);
+  std::filesystem::create_directories(config_.cache_dir);
+  for (const char* junk : {"{not json", R"({"format": "chorus-tuning", "version": 2, "links": {}})"}) {
+    std::ofstream(path) << junk;
+    ::testing::internal::CaptureStderr();
+    const CachedModel m = run_cache(2, config_);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(m.from_cache) << junk;
+    EXPECT_NE(log.find("ignoring the calibration cache"), std::string::npos) << log;
+    EXPECT_NE(log.find(path), std::string::npos) << log;
+    // Replaced by a valid one, which the next start-up uses.
+    std::ifstream in(path);
+    const std::string text{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_TRUE(tuning_from_json(text, "cache").fitted());
+    EXPECT_TRUE(run_cache(2, config_).from_cache);
+  }
+}
+
+TEST_F(CalibrationCache, OffCalibratesAndStoresNothing) {
+  config_.tuning_cache = false;
+  const CachedModel m = run_cache(2, config_);
+  EXPECT_FALSE(m.from_cache);
+  EXPECT_TRUE(m.path.empty());
+  EXPECT_FALSE(m.table.links.at("inproc").curve.empty());
+  EXPECT_FALSE(std::filesystem::exists(config_.cache_dir));
+}
+
+TEST(CalibrationCacheConfig, ComesFromTheEnvironment) {
+  auto cfg = [](std::map<std::string, std::string, std::less<>> env) {
+    return Config::from_env(env_from_map(std::move(env)));
+  };
+  EXPECT_TRUE(cfg({}).tuning_cache);
+  EXPECT_FALSE(cfg({{"CHORUS_TUNING_CACHE", "off"}}).tuning_cache);
+  EXPECT_THROW(cfg({{"CHORUS_TUNING_CACHE", "maybe"}}), Error);
+  EXPECT_EQ(cfg({{"XDG_CACHE_HOME", "/x/cache"}, {"HOME", "/home/u"}}).cache_dir, "/x/cache/chorus");
+  EXPECT_EQ(cfg({{"HOME", "/home/u"}}).cache_dir, "/home/u/.cache/chorus");
+  // A relative XDG_CACHE_HOME is invalid by the spec and ignored.
+  EXPECT_EQ(cfg({{"XDG_CACHE_HOME", "rel"}, {"HOME", "/home/u"}}).cache_dir, "/home/u/.cache/chorus");
+  EXPECT_EQ(cfg({}).cache_dir, "");
+}
+
+}  // namespace
+}  // namespace chorus
