@@ -11,7 +11,11 @@ enter the ratio. Out-of-place times.
   bench/tuner_regret.py ... --tuning /tmp/shm2.json   # calibrate first, then measure
 
 With --tuning FILE, `chorus-perf --calibrate FILE` runs first (a separate
-sweep), and the -a auto run reads FILE through CHORUS_TUNING_FILE.
+sweep), and the -a auto run reads FILE through CHORUS_TUNING_FILE. Without
+it the picks come from the fitted model of the calibration cache; with
+--cold-cache that cache starts empty (a fresh XDG_CACHE_HOME), so the -a auto
+run calibrates first, as a user's first job does, and the start-up that
+calibration took is printed.
 """
 import os
 import argparse
@@ -43,6 +47,8 @@ def main():
     p.add_argument("--min-time", default="5",
                    help="chorus-perf --min-time (ms): small rows are timed this long")
     p.add_argument("--tuning", help="calibrate into this tuning file first, then use it")
+    p.add_argument("--cold-cache", action="store_true",
+                   help="start the -a auto run with an empty calibration cache")
     o = p.parse_args()
     args = ["--ranks", o.ranks, "--transport", o.transport, "-b", o.b, "-e", o.e, "-f", o.f,
             "-n", o.n, "-w", "3", "-c", "0", "--min-time", o.min_time]
@@ -51,12 +57,18 @@ def main():
         subprocess.run([o.perf, "allreduce", "--calibrate", o.tuning] + args, check=True,
                        stdout=subprocess.DEVNULL)
         env["CHORUS_TUNING_FILE"] = o.tuning
+    cache = None
+    if o.cold_cache and not o.tuning:
+        cache = tempfile.TemporaryDirectory()
+        env["XDG_CACHE_HOME"] = cache.name
     picks = {r["size_B"]: r["algo"] for r in run(o.perf, args, "auto", env)}
     times = {}
     for _ in range(o.reps):
         for r in run(o.perf, args, "all"):
             times.setdefault((r["size_B"], r["algo"]), []).append(r["out_of_place"]["time_us"])
-    source = f"rules of {o.tuning}" if o.tuning else "the model"
+    source = (f"{o.tuning}" if o.tuning else
+              "the fitted model of a cold calibration cache" if o.cold_cache else
+              "the fitted model of the calibration cache")
     print(f"# allreduce float32, N={o.ranks}, {o.transport}; picks from {source}; "
           f"medians of {o.reps} runs of -a all")
     print(f"{'size(B)':>12} {'pick':>20} {'best':>20} {'pick(us)':>10} {'best(us)':>10} {'regret':>7}")

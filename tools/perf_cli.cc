@@ -282,10 +282,18 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
                 "# link (ranks 0<->1 ping-pong at start-up): alpha %.3f us, beta %.3f GB/s\n",
                 rep.link.alpha * 1e6, rep.link.beta / 1e9);
   s += link;
-  s += "# bound(us) = max(ceil(log2 N) alpha, (N-1)M/(N beta)) (M/beta for broadcast, reduce);"
-       " %bound = bound / best time; GB = 1e9 B\n";
-  s += "# pred(us) = the algorithm's Programs simulated on a switch at that alpha and beta;"
-       " err% = (best time - pred) / best time\n#\n";
+  if (rep.fitted) {
+    s += "# bound(us) = max(ceil(log2 N) alpha, (N-1)M/(N beta)) (M/beta for broadcast, reduce)"
+         " with the fitted model's alpha and its beta for a block of M/N bytes;"
+         " %bound = bound / best time; GB = 1e9 B\n";
+    s += "# pred(us) = the algorithm's Programs simulated on the fitted machine model (tuning file"
+         " or calibration cache); err% = (best time - pred) / best time\n#\n";
+  } else {
+    s += "# bound(us) = max(ceil(log2 N) alpha, (N-1)M/(N beta)) (M/beta for broadcast, reduce);"
+         " %bound = bound / best time; GB = 1e9 B\n";
+    s += "# pred(us) = the algorithm's Programs simulated on a switch at that alpha and beta;"
+         " err% = (best time - pred) / best time\n#\n";
+  }
   // Appended piece by piece (GCC 12 misreports literal + string chains).
   auto line = [&s](std::initializer_list<std::string> pieces) {
     s += '#';

@@ -302,6 +302,7 @@ std::string to_json(const PerfOptions& o, const PerfReport& rep) {
   j["transport_requested"] = o.transport;
   j["alpha_us"] = rep.link.alpha * 1e6;
   j["beta_GBps"] = rep.link.beta / 1e9;
+  j["fitted_model"] = rep.fitted;
   j["wrong"] = rep.wrong;
   j["avg_busbw_GBps"] = rep.avg_busbw;
   auto cell = [](const PerfCell& c) {

@@ -174,3 +174,58 @@ TEST(SimCli, TraceHasOneEventPerOpOfEveryRank) {
 
 }  // namespace
 }  // namespace chorus
+
+namespace chorus {
+namespace {
+
+// chorus-sim --tuning: a version 2 file's fitted link drives the simulation
+// (a half-duplex link takes twice as long for ring's two-way exchanges), and
+// --tuning excludes --alpha/--beta.
+TEST(SimCli, TuningFileDrivesTheFittedModel) {
+  const auto dir = std::filesystem::temp_directory_path();
+  auto file = [&](bool half) {
+    const auto path = dir / ("chorus_sim_tuning_" + std::to_string(::getpid()) +
+                             (half ? "_half" : "_full") + ".json");
+    std::ofstream(path) << R"({"format": "chorus-tuning", "version": 2, "gamma_s_per_B": 0,
+      "links": {"shm": {"alpha_s": 1e-7, "beta_Bps": 1e9, "curve": [[4096, 1e-9]],
+                        "half_duplex": )"
+                        << (half ? "true" : "false") << R"(, "mem_traffic": 4}},
+      "host": {"memory_Bps": 0, "cores": 0}})";
+    return path.string();
+  };
+  auto time_of = [](const CliRun& r) {
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("ring") != std::string::npos) {
+        std::istringstream f(line);
+        std::string size, algo;
+        double us = 0;
+        f >> size >> algo >> us;
+        return us;
+      }
+    return 0.0;
+  };
+  const std::string full = file(false), half = file(true);
+  const CliRun a = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring", "--tuning", full});
+  const CliRun b = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring", "--tuning", half});
+  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_NE(a.out.find("tuning="), std::string::npos) << a.out;
+  // Ring at N = 2: two steps of 512 KiB each way, 1 ns per byte.
+  EXPECT_NEAR(time_of(a), 2 * (0.1 + 524.288), 0.01) << a.out;
+  EXPECT_NEAR(time_of(b), 2 * time_of(a), 0.5) << b.out;
+  const CliRun both = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--tuning", full, "--alpha", "1us", "--beta", "1GB/s"});
+  EXPECT_EQ(both.rc, 2);
+  EXPECT_NE(both.err.find("exclude"), std::string::npos) << both.err;
+  const CliRun none = cli({"allreduce", "--ranks", "2", "--bytes", "1M"});
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_NE(none.err.find("--tuning"), std::string::npos) << none.err;
+  const CliRun missing = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--tuning", full, "--link", "tcp"});
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_NE(missing.err.find("no link class 'tcp'"), std::string::npos) << missing.err;
+  std::filesystem::remove(full);
+  std::filesystem::remove(half);
+}
+
+}  // namespace
+}  // namespace chorus
