@@ -346,7 +346,8 @@ std::string format_calibration(const TuningTable& table, int nranks, const std::
   for (const auto& [name, link] : table.links) {
     out << "# chorus-perf --calibrate: " << link.name << " N=" << nranks << " alpha "
         << link.alpha * 1e6 << " us, beta " << link.beta / 1e9 << " GB/s (streaming)"
-        << (link.half_duplex ? ", half duplex" : "") << "\n";
+        << (link.half_duplex ? str_cat(", half duplex from ", link.half_duplex_from, " B") : "")
+        << "\n";
     for (const RatePoint& p : link.curve.points)
       out << "#   beta at " << format_size(static_cast<size_t>(p.bytes)) << ": "
           << 1e-9 / p.s_per_byte << " GB/s\n";

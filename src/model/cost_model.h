@@ -70,10 +70,17 @@ struct LinkParams {
   // (its CPU copies both ways, as over shm and loopback tcp), so they do not
   // overlap; false: full duplex ports, as a NIC has.
   bool half_duplex = false;
+  // Fitted: messages below this many bytes still overlap both ways (small
+  // copies run while the peer's do); 0: every size takes turns.
+  double half_duplex_from = 0;
+  bool takes_turns(double bytes) const { return half_duplex && bytes >= half_duplex_from; }
   // Bytes of host memory traffic per byte moved (charged to the host memory
   // resource of the simulator's topology; 0: none). Two copies, each a read
   // and a write: 4 over shm and loopback tcp.
   double mem_traffic = 0;
+  // Fitted: seconds every collective call costs beyond its messages and
+  // local work (the executor's stamps, plan lookup and dispatch).
+  double call_overhead = 0;
 
   // Seconds per byte of a message of `bytes`.
   double per_byte(double bytes) const { return curve.empty() ? 1 / beta : curve.at(bytes); }

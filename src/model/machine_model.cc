@@ -94,4 +94,19 @@ bool fit_half_duplex(double one_way, double bidir) {
   return std::abs(bidir - 2 * one_way) < std::abs(bidir - one_way);
 }
 
+void fit_half_duplex(LinkParams& link, std::span<const Sample> bidir) {
+  const std::vector<Sample> s = sorted(bidir);
+  link.half_duplex = false;
+  link.half_duplex_from = 0;
+  for (size_t i = s.size(); i-- > 0;) {
+    const double one_way = link.alpha + s[i].bytes * link.per_byte(s[i].bytes);
+    if (!fit_half_duplex(one_way, s[i].seconds)) break;
+    link.half_duplex = true;
+    link.half_duplex_from = s[i].bytes;
+  }
+  // The smallest size measured stands for every size below it.
+  if (link.half_duplex && !s.empty() && link.half_duplex_from == s.front().bytes)
+    link.half_duplex_from = 0;
+}
+
 }  // namespace chorus

@@ -98,4 +98,10 @@ double fit_memory(double bytes, int ranks, int cores, double alone, double toget
 // to 2 * one_way than to one_way.
 bool fit_half_duplex(double one_way, double bidir);
 
+// The same at every size of an exchange sweep: sets link.half_duplex and
+// link.half_duplex_from to the smallest size from which every exchange
+// (`bidir`: both ends of a pair sending at once) is half duplex against the
+// link's own ping-pong model; not half duplex when the largest is not.
+void fit_half_duplex(LinkParams& link, std::span<const Sample> bidir);
+
 }  // namespace chorus

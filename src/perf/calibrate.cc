@@ -3,6 +3,7 @@
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "tune/calibration.h"
+#include "tune/model_sim.h"
 
 #include <algorithm>
 #include <map>
@@ -30,12 +31,46 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
   return rules;
 }
 
+double call_overhead(Communicator& comm, const TuningTable& table, const std::vector<int>& host_of) {
+  const std::string cls = link_class_of(comm.impl().transport().name());
+  if (comm.size() == 1 || !table.links.count(cls)) return 0;
+  PerfOptions tiny;
+  tiny.collectives = {Collective::allreduce};
+  tiny.min_bytes = tiny.max_bytes = 8;
+  tiny.algorithms = {"all"};
+  tiny.check = false;
+  tiny.iters = 200;
+  tiny.warmup = 50;
+  tiny.min_time = std::chrono::milliseconds(20);
+  const MachineSim sim(table, cls, host_of);
+  std::map<std::string, std::vector<double>> times;
+  for (int k = 0; k < 3; ++k)
+    for (const PerfRow& r : run_perf(comm, tiny).rows)
+      times[r.algorithm].push_back(
+          std::min(r.out_of_place.time_us, r.in_place.measured ? r.in_place.time_us : 1e300));
+  std::vector<double> excess;
+  for (auto& [name, t] : times) {
+    std::sort(t.begin(), t.end());
+    const Algorithm* algo = find_algorithm(Collective::allreduce, name);
+    if (algo == nullptr) continue;
+    const CollectiveSpec spec{Collective::allreduce, comm.size(), 0, 2, 4, 0,
+                              comm.impl().config().segment_bytes};
+    const double pred = sim.time(*algo, spec, DataType::float32, ReduceOp::sum);
+    excess.push_back(t[t.size() / 2] * 1e-6 - pred);
+  }
+  if (excess.empty()) return 0;
+  std::sort(excess.begin(), excess.end());
+  return std::max(0.0, excess[excess.size() / 2]);
+}
+
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
   Transport& transport = comm.impl().transport();
   // The machine model first, with the transport quiet.
   const ModelCalibration model = calibrate_model(
       transport, deadline_after(comm.impl().config().timeout), ModelCalibrationOptions::thorough());
   const std::string cls = link_class_of(transport.name());
+  TuningTable table = model.table;
+  table.links[cls].call_overhead = call_overhead(comm, table, model.host_of);
   PerfOptions sweep = options;
   sweep.algorithms = {"all"};
   sweep.check = false;  // timing only; correctness is what the tests and -c 1 are for
@@ -60,7 +95,6 @@ TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
     std::sort(t.begin(), t.end());
     r.out_of_place.time_us = t[t.size() / 2];
   }
-  TuningTable table = model.table;
   table.rules = rules_from_rows(rows, cls, comm.size());
   if (comm.rank() == 0) write_tuning_file(options.calibrate_file, table);
   return table;

@@ -23,6 +23,12 @@ namespace chorus::perf {
 // and rank counts). Returns the table (tools/perf_cli.h prints its summary).
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options);
 
+// The per-call overhead of the executor that the machine model's probes do
+// not see (stamps, plan lookup, dispatch): the median over every AllReduce
+// algorithm of an 8-byte call's measured time less the model's prediction on
+// `table`, at least 0. Collective.
+double call_overhead(Communicator& comm, const TuningTable& table, const std::vector<int>& host_of);
+
 // The rules of a finished sweep: the fastest algorithm per (collective, size),
 // consecutive equal winners merged. Exposed for tests.
 std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const std::string& link,

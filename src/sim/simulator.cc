@@ -212,7 +212,8 @@ double Sim::book(const Hop& hop, double t, double bytes) {
   // The earliest-free port of each end (lowest index on ties); a half-duplex
   // class receives on the receiver's engine, its earliest-free send port.
   const size_t sp = engine(hop.from);
-  std::vector<double>& recv_side = lc.half_duplex ? send_free_ : recv_free_;
+  const bool turns = lc.takes_turns(bytes);
+  std::vector<double>& recv_side = turns ? send_free_ : recv_free_;
   const size_t r0 = static_cast<size_t>(hop.to) * ports;
   size_t rp = r0;
   for (size_t k = 1; k < ports; ++k)
@@ -221,7 +222,7 @@ double Sim::book(const Hop& hop, double t, double bytes) {
   for (uint32_t l : hop.links)
     if (l != kNoLink) s = std::max(s, link_free_[l]);
   size_t cores[2] = {kNone, kNone};
-  if (lc.half_duplex) s = take_cores(hop.from, hop.to, s, cores);
+  if (turns) s = take_cores(hop.from, hop.to, s, cores);
   double end = s + busy;
   if (topo_.has_hosts() && lc.mem_traffic > 0) {
     const double traffic = bytes * lc.mem_traffic;
@@ -239,7 +240,7 @@ double Sim::book(const Hop& hop, double t, double bytes) {
   send_free_[sp] = end;
   recv_side[rp] = end;
   port_busy_[sp] += busy;
-  port_busy_[(lc.half_duplex ? 0 : recv_free_.size()) + rp] += busy;
+  port_busy_[(turns ? 0 : recv_free_.size()) + rp] += busy;
   for (uint32_t l : hop.links)
     if (l != kNoLink) {
       link_free_[l] = end;

@@ -246,6 +246,8 @@ std::unique_ptr<Topology> topology_from_json(std::string_view text, std::string 
       const auto id = static_cast<uint32_t>(classes.size());
       LinkParams c{str_cat(x, "->", y), alpha, beta};
       c.half_duplex = half;
+      if (l.contains("half_duplex_from") && l["half_duplex_from"].is_number())
+        c.half_duplex_from = l["half_duplex_from"].get<double>();
       c.mem_traffic = traffic;
       classes.push_back(std::move(c));
       out[static_cast<size_t>(x)].emplace_back(static_cast<int>(y), id);

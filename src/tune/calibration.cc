@@ -180,7 +180,6 @@ ModelCalibrationOptions ModelCalibrationOptions::quick() {
   o.kernel_sizes = {65536, size_t{1} << 20, size_t{16} << 20};
   o.small_trials = 20;
   o.large_trials = 3;
-  o.bidir_bytes = size_t{4} << 20;
   o.memory_bytes = size_t{32} << 20;
   return o;
 }
@@ -191,7 +190,6 @@ ModelCalibrationOptions ModelCalibrationOptions::thorough() {
   for (size_t b = 4096; b <= (size_t{64} << 20); b *= 4) o.kernel_sizes.push_back(b);
   o.small_trials = 200;
   o.large_trials = 7;
-  o.bidir_bytes = size_t{16} << 20;
   o.memory_bytes = size_t{64} << 20;
   o.all_ops = true;
   return o;
@@ -222,29 +220,47 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   const auto n = static_cast<size_t>(t.size());
   out.host_of = host_layout(t, deadline);
 
-  // 1. Ping-pong sweep, every pair at once; the slowest pair's times.
+  // 1. Ping-pong sweep, every pair at once; the slowest pair's times. First
+  // a few exchanges of 4 MiB: the transport's buffers (shm slots, socket
+  // buffers) are touched for the first time here, and the page faults and
+  // cold caches of that first pass would otherwise be charged to the small
+  // sizes measured first.
   const int peer = rank ^ 1;
   const bool paired = peer < t.size();
-  std::vector<double> half(o.pingpong_sizes.size(), 0);
+  if (paired) {
+    // The lower rank of the pair says, before each exchange, whether to go on.
+    const auto until = Clock::now() + o.warmup;
+    for (;;) {
+      double go = rank < peer && Clock::now() < until ? 1 : 0;
+      wait_all(t,
+               {rank < peer ? t.isend(peer, &go, sizeof go) : t.irecv(peer, &go, sizeof go, nullptr)},
+               deadline, peer);
+      if (go == 0) break;
+      bidirectional(t, peer, size_t{1} << 20, 1, deadline);
+    }
+  }
+  // Each size's ping-pong, then (above kAlphaFitMaxBytes) its exchange, in
+  // one vector so that one agree_max settles both.
+  const size_t sizes = o.pingpong_sizes.size();
+  std::vector<double> times(2 * sizes, 0);
   if (paired)
-    for (size_t i = 0; i < o.pingpong_sizes.size(); ++i) {
+    for (size_t i = 0; i < sizes; ++i) {
       const size_t b = o.pingpong_sizes[i];
       const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
-      half[i] = half_round_trip(t, peer, b, small ? o.small_trials : o.large_trials, 1, deadline);
+      times[i] = half_round_trip(t, peer, b, small ? o.small_trials : o.large_trials, 2, deadline);
+      // 2. The bidirectional exchange of the same size.
+      if (!small) times[sizes + i] = bidirectional(t, peer, b, o.large_trials, deadline);
     }
-  agree_max(t, half, deadline);
-  std::vector<Sample> samples;
-  for (size_t i = 0; i < half.size(); ++i)
-    samples.push_back({static_cast<double>(o.pingpong_sizes[i]), half[i]});
+  agree_max(t, times, deadline);
+  std::vector<Sample> samples, exchanges;
+  for (size_t i = 0; i < sizes; ++i) {
+    const auto b = static_cast<double>(o.pingpong_sizes[i]);
+    samples.push_back({b, times[i]});
+    if (b > kAlphaFitMaxBytes) exchanges.push_back({b, times[sizes + i]});
+  }
   LinkParams link = fit_link_model(cls, samples);
   link.mem_traffic = 4;  // two copies (a send's and a receive's), each a read and a write
-
-  // 2. The bidirectional exchange.
-  double bidir = 0;
-  if (paired) bidir = bidirectional(t, peer, o.bidir_bytes, o.large_trials, deadline);
-  agree_max(t, std::span<double>(&bidir, 1), deadline);
-  const double b2 = static_cast<double>(o.bidir_bytes);
-  link.half_duplex = fit_half_duplex(link.alpha + b2 * link.per_byte(b2), bidir);
+  fit_half_duplex(link, exchanges);
 
   // 3. Kernels and copies, on rank 0 alone.
   std::vector<std::pair<std::string, std::vector<double>>> rates;  // key, s/B per kernel size

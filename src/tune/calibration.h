@@ -65,9 +65,13 @@ struct ModelCalibrationOptions {
   std::vector<size_t> kernel_sizes;    // copy and reduction kernel runs
   int small_trials = 20;               // round trips per size up to 4 KiB
   int large_trials = 3;                // above
-  size_t bidir_bytes = size_t{4} << 20;   // the bidirectional exchange
   size_t memory_bytes = size_t{32} << 20;  // each rank's copy in the memory probe
   bool all_ops = false;  // kernels of every op; else sum per dtype (others use it)
+  // Exchanges before the first measurement, for this long: a process's
+  // first few hundred milliseconds run its transport at a fraction of its
+  // later speed on the development host (its first ping-pongs measured 2-4x
+  // slower than the same ones two seconds later).
+  std::chrono::milliseconds warmup{200};
   static ModelCalibrationOptions quick();
   static ModelCalibrationOptions thorough();
 };

@@ -44,7 +44,7 @@ double MachineSim::time(const Algorithm& algo, const CollectiveSpec& spec, DataT
                         ReduceOp op) const {
   if (spec.nranks <= 1) return 0;
   const auto programs = build_all(algo, spec);
-  return simulate(programs, *topology(spec.nranks), options(type, op)).time;
+  return link_.call_overhead + simulate(programs, *topology(spec.nranks), options(type, op)).time;
 }
 
 DataType representative_type(size_t elem_size) {

@@ -42,7 +42,8 @@ class MachineSim {
   std::unique_ptr<Topology> topology(int nranks) const;
   // Options for a call of (type, op): points into this object.
   SimOptions options(DataType type, ReduceOp op) const;
-  // Predicted seconds of `algo` for `spec` (spec.nranks ranks).
+  // Predicted seconds of `algo` for `spec` (spec.nranks ranks): the
+  // simulated time plus the link's per-call overhead.
   double time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
               ReduceOp op) const;
 

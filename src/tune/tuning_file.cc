@@ -92,6 +92,12 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
         fail(ErrorCode::invalid_argument, w, ": half_duplex must be true or false");
       p.half_duplex = v["half_duplex"].get<bool>();
     }
+    if (v.contains("call_overhead_s")) p.call_overhead = json_number(v, "call_overhead_s", w);
+    if (!(p.call_overhead >= 0) || !std::isfinite(p.call_overhead))
+      fail(ErrorCode::invalid_argument, w, ": call_overhead_s must be >= 0");
+    if (v.contains("half_duplex_from_B")) p.half_duplex_from = json_number(v, "half_duplex_from_B", w);
+    if (!(p.half_duplex_from >= 0))
+      fail(ErrorCode::invalid_argument, w, ": half_duplex_from_B must be >= 0");
     if (v.contains("mem_traffic")) p.mem_traffic = json_number(v, "mem_traffic", w);
     if (!(p.mem_traffic >= 0) || !std::isfinite(p.mem_traffic))
       fail(ErrorCode::invalid_argument, w, ": mem_traffic must be >= 0");
@@ -156,6 +162,8 @@ std::string tuning_to_json(const TuningTable& t) {
     nlohmann::json l = {{"alpha_s", p.alpha}, {"beta_Bps", p.beta}};
     if (!p.curve.empty()) l["curve"] = curve_json(p.curve);
     if (p.half_duplex) l["half_duplex"] = true;
+    if (p.call_overhead > 0) l["call_overhead_s"] = p.call_overhead;
+    if (p.half_duplex && p.half_duplex_from > 0) l["half_duplex_from_B"] = p.half_duplex_from;
     if (p.mem_traffic > 0) l["mem_traffic"] = p.mem_traffic;
     links[name] = l;
   }

@@ -100,6 +100,29 @@ TEST(ModelFit, HalfDuplexWhenBothDirectionsTakeTurns) {
   EXPECT_FALSE(fit_half_duplex(1e-3, 1.4e-3));
 }
 
+TEST(ModelFit, HalfDuplexFromTheSizeWhereExchangesStartTakingTurns) {
+  // The model's exchange: alpha + b c(b) up to 64 KiB (both ways overlap),
+  // alpha + 2 b c(b) from 256 KiB on.
+  LinkParams link("shm", 0.2e-6, 1);
+  link.curve = {{{4096, 1e-10}}};
+  std::vector<Sample> ex;
+  for (double b : {16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0})
+    ex.push_back({b, link.alpha + (b >= 262144 ? 2 : 1) * b * link.per_byte(b)});
+  fit_half_duplex(link, ex);
+  EXPECT_TRUE(link.half_duplex);
+  EXPECT_EQ(link.half_duplex_from, 262144);
+  EXPECT_FALSE(link.takes_turns(65536));
+  EXPECT_TRUE(link.takes_turns(262144));
+  // Every size taking turns: from 0. None: not half duplex.
+  for (Sample& s : ex) s.seconds = link.alpha + 2 * s.bytes * link.per_byte(s.bytes);
+  fit_half_duplex(link, ex);
+  EXPECT_TRUE(link.half_duplex);
+  EXPECT_EQ(link.half_duplex_from, 0);
+  for (Sample& s : ex) s.seconds = link.alpha + s.bytes * link.per_byte(s.bytes);
+  fit_half_duplex(link, ex);
+  EXPECT_FALSE(link.half_duplex);
+}
+
 TEST(ComputeModel, AKernelFallsBackToItsTypesSum) {
   ComputeModel m;
   m.kernels["float32.sum"] = {{{4096, 1e-10}}};

@@ -25,7 +25,9 @@ TuningTable fitted_table() {
   LinkParams shm("shm", 0.4e-6, 6e9);
   shm.curve = {{{4096, 5e-11}, {262144, 3e-11}, {16777216, 1.6e-10}}};
   shm.half_duplex = true;
+  shm.half_duplex_from = 65536;
   shm.mem_traffic = 4;
+  shm.call_overhead = 3e-7;
   t.links["shm"] = shm;
   t.links["tcp"] = LinkParams("tcp", 9e-6, 2e9);
   t.host = {30e9, 2};
@@ -44,6 +46,8 @@ TEST(TuningFileV2, RoundTripsTheFittedModel) {
   const LinkParams& shm = back.links.at("shm");
   EXPECT_EQ(shm.curve, t.links.at("shm").curve);
   EXPECT_TRUE(shm.half_duplex);
+  EXPECT_EQ(shm.half_duplex_from, 65536);
+  EXPECT_EQ(shm.call_overhead, 3e-7);
   EXPECT_EQ(shm.mem_traffic, 4);
   EXPECT_TRUE(back.links.at("tcp").curve.empty());
   EXPECT_FALSE(back.links.at("tcp").half_duplex);
