@@ -30,6 +30,24 @@ struct Flight {
   double bytes;
 };
 
+// What the run needs of one op, in one place: an event touches one op's state
+// in one cache line or two rather than a line in each of a dozen arrays.
+struct OpState {
+  double bytes = 0;       // elements * elem_size
+  double t = 0;           // receives: when they started or were delivered, whichever came first
+  uint32_t blockers = 0;  // deps not yet done, + 1 while the channel predecessor has not started
+  uint32_t chan_next = kNone;
+  uint32_t partner = kNone;  // matched op of a send or receive
+  uint32_t dep_begin = 0;    // its dependents: Sim::dependents_[dep_begin, next op's dep_begin)
+  int rank = 0;
+  OpKind kind = OpKind::copy;
+  uint8_t flags = 0;  // kStarted | kDone | kReady | kArrived
+};
+constexpr uint8_t kStarted = 1;
+constexpr uint8_t kDone = 2;
+constexpr uint8_t kReady = 4;    // a receive that has started
+constexpr uint8_t kArrived = 8;  // a receive whose delivery time is known
+
 class Sim {
  public:
   Sim(std::span<const Program> programs, const Topology& topo, const SimOptions& opt)
@@ -45,38 +63,27 @@ class Sim {
   void start_one(uint32_t g, double t);
   void finish(uint32_t g, double t);
   void deliver(uint32_t recv, double t);
-  void receive_ready(uint32_t g);
-  double bytes_of(uint32_t g) const {
-    return static_cast<double>(op_count(op(g))) * static_cast<double>(opt_.elem_size);
-  }
+  void receive_ready(uint32_t g, double t);
   const Op& op(uint32_t g) const {
-    return programs_[static_cast<size_t>(rank_of_[g])].ops[g - base_[rank_of_[g]]];
+    const auto r = static_cast<size_t>(ops_[g].rank);
+    return programs_[r].ops[g - base_[r]];
   }
 
   std::span<const Program> programs_;
   const Topology& topo_;
   SimOptions opt_;
 
-  // Per op, by global id (rank r's op i is base_[r] + i).
+  // Per op, by global id (rank r's op i is base_[r] + i), and one more whose
+  // dep_begin ends the last op's dependents.
   std::vector<uint32_t> base_;
-  std::vector<int> rank_of_;
-  std::vector<uint32_t> missing_;    // deps not yet done
-  std::vector<uint32_t> dep_begin_;  // CSR of dependents
+  std::vector<OpState> ops_;
   std::vector<uint32_t> dependents_;
-  std::vector<uint32_t> chan_prev_;
-  std::vector<uint32_t> chan_next_;
-  std::vector<uint32_t> partner_;  // matched op of a send or receive
-  std::vector<uint8_t> started_;
-  std::vector<uint8_t> done_;
-  std::vector<double> ready_at_;    // receives: when they started (-1: not yet)
-  std::vector<double> arrives_at_;  // receives: delivery time (-1: not yet known)
 
   std::vector<double> send_free_, recv_free_, link_free_;
   std::vector<double> port_busy_, link_busy_;
   std::vector<Hop> hops_;
   std::vector<Hop> route_;
   std::vector<Flight> flights_;
-  std::vector<uint32_t> to_start_;
 
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   uint64_t seq_ = 0;
@@ -98,45 +105,47 @@ void Sim::index() {
   MatchResult m = match_programs(programs_);
   if (m.error) fail(ErrorCode::invalid_argument, "simulate: ", m.error->message);
 
-  rank_of_.resize(total);
-  missing_.resize(total);
-  chan_prev_.resize(total);
-  chan_next_.assign(total, kNone);
-  partner_.assign(total, kNone);
-  dep_begin_.assign(total + 1, 0);
+  ops_.assign(total + 1, OpState{});
+  const auto elem = static_cast<double>(opt_.elem_size);
+  size_t ndeps = 0;
   for (size_t r = 0; r < n; ++r) {
     const auto& ops = programs_[r].ops;
     const uint32_t b = base_[r];
     for (size_t i = 0; i < ops.size(); ++i) {
-      const uint32_t g = b + static_cast<uint32_t>(i);
-      rank_of_[g] = static_cast<int>(r);
-      missing_[g] = static_cast<uint32_t>(ops[i].deps.size());
+      OpState& s = ops_[b + i];
+      s.rank = static_cast<int>(r);
+      s.kind = ops[i].kind;
+      s.bytes = static_cast<double>(op_count(ops[i])) * elem;
+      s.blockers += static_cast<uint32_t>(ops[i].deps.size());
       for (OpIndex d : ops[i].deps) {
         if (d >= i)
           fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(ops[i]),
                ") depends on op ", d, ", which is not an earlier op");
-        ++dep_begin_[b + d + 1];
+        ++ops_[b + d].dep_begin;  // for now, the number of its dependents
       }
+      ndeps += ops[i].deps.size();
       const OpIndex cp = m.matching.channel_prev[r][i];
-      chan_prev_[g] = cp == kNoOp ? kNone : b + cp;
-      if (cp != kNoOp) chan_next_[b + cp] = g;
+      if (cp != kNoOp) {
+        ++s.blockers;
+        ops_[b + cp].chan_next = b + static_cast<uint32_t>(i);
+      }
       const OpRef p = m.matching.partner[r][i];
-      if (p.rank >= 0) partner_[g] = base_[static_cast<size_t>(p.rank)] + p.op;
+      if (p.rank >= 0) s.partner = base_[static_cast<size_t>(p.rank)] + p.op;
     }
   }
-  for (size_t g = 0; g < total; ++g) dep_begin_[g + 1] += dep_begin_[g];
-  dependents_.resize(dep_begin_[total]);
-  std::vector<uint32_t> fill(dep_begin_.begin(), dep_begin_.end() - 1);
-  for (size_t r = 0; r < n; ++r) {
+  // Dependents in CSR form, each op's in ascending order: dep_begin becomes
+  // the end of the op's range, then is counted back down to its start while
+  // the ops are visited last to first.
+  for (size_t g = 1; g < total; ++g) ops_[g].dep_begin += ops_[g - 1].dep_begin;
+  dependents_.resize(ndeps);
+  ops_[total].dep_begin = static_cast<uint32_t>(ndeps);
+  for (size_t r = n; r-- > 0;) {
     const auto& ops = programs_[r].ops;
     const uint32_t b = base_[r];
-    for (size_t i = 0; i < ops.size(); ++i)
-      for (OpIndex d : ops[i].deps) dependents_[fill[b + d]++] = b + static_cast<uint32_t>(i);
+    for (size_t i = ops.size(); i-- > 0;)
+      for (auto d = ops[i].deps.rbegin(); d != ops[i].deps.rend(); ++d)
+        dependents_[--ops_[b + *d].dep_begin] = b + static_cast<uint32_t>(i);
   }
-  started_.assign(total, 0);
-  done_.assign(total, 0);
-  ready_at_.assign(total, -1.0);
-  arrives_at_.assign(total, -1.0);
 }
 
 double Sim::book(const Hop& hop, double t, double bytes) {
@@ -171,50 +180,61 @@ double Sim::book(const Hop& hop, double t, double bytes) {
 }
 
 void Sim::deliver(uint32_t recv, double t) {
-  arrives_at_[recv] = t;
-  if (ready_at_[recv] >= 0) receive_ready(recv);
+  OpState& s = ops_[recv];
+  if (s.flags & kReady) {
+    receive_ready(recv, std::max(s.t, t));
+  } else {
+    s.t = t;
+    s.flags |= kArrived;
+  }
 }
 
-// Both the receive has started and its message's delivery time is known.
-void Sim::receive_ready(uint32_t g) {
-  double t = std::max(ready_at_[g], arrives_at_[g]);
-  if (op(g).kind == OpKind::recv_reduce) t += opt_.gamma * bytes_of(g);
+// Both the receive has started and its message's delivery time is known; t is
+// the later of the two.
+void Sim::receive_ready(uint32_t g, double t) {
+  const OpState& s = ops_[g];
+  if (s.kind == OpKind::recv_reduce) t += opt_.gamma * s.bytes;
   push(t, EventKind::op_done, g);
 }
 
 void Sim::start_one(uint32_t g, double t) {
-  started_[g] = 1;
+  OpState& s = ops_[g];
+  s.flags |= kStarted;
   if (opt_.record_ops) times_[g].start = t;
-  const Op& o = op(g);
-  switch (o.kind) {
+  switch (s.kind) {
     case OpKind::copy:
       push(t, EventKind::op_done, g);
       break;
     case OpKind::reduce:
     case OpKind::divide:  // one pass of arithmetic over dst, as a reduce
-      push(t + opt_.gamma * bytes_of(g), EventKind::op_done, g);
+      push(t + opt_.gamma * s.bytes, EventKind::op_done, g);
       break;
     case OpKind::send: {
       ++result_.messages;
-      const double bytes = bytes_of(g);
+      const double bytes = s.bytes;
+      const uint32_t recv = s.partner;
       route_.clear();
-      topo_.route(rank_of_[g], o.peer, route_);
+      topo_.route(s.rank, ops_[recv].rank, route_);
       const double first = book(route_[0], t, bytes);
       push(first, EventKind::op_done, g);
       if (route_.size() == 1) {
-        deliver(partner_[g], first);
+        deliver(recv, first);
       } else {
         const auto begin = static_cast<uint32_t>(hops_.size());
         hops_.insert(hops_.end(), route_.begin() + 1, route_.end());
-        flights_.push_back({partner_[g], begin, static_cast<uint32_t>(hops_.size()), bytes});
+        flights_.push_back({recv, begin, static_cast<uint32_t>(hops_.size()), bytes});
         push(first, EventKind::next_hop, static_cast<uint32_t>(flights_.size() - 1));
       }
       break;
     }
     case OpKind::recv:
     case OpKind::recv_reduce:
-      ready_at_[g] = t;
-      if (arrives_at_[g] >= 0) receive_ready(g);
+      if (s.flags & kArrived) {
+        receive_ready(g, std::max(t, s.t));
+      } else {
+        s.t = t;
+        s.flags |= kReady;
+      }
       break;
   }
 }
@@ -222,26 +242,25 @@ void Sim::start_one(uint32_t g, double t) {
 // Starts g and then every op it unblocks at the same instant: its channel
 // successor, when that one's deps are already done.
 void Sim::start(uint32_t g, double t) {
-  to_start_.push_back(g);
-  while (!to_start_.empty()) {
-    const uint32_t x = to_start_.back();
-    to_start_.pop_back();
-    start_one(x, t);
-    const uint32_t nx = chan_next_[x];
-    if (nx != kNone && missing_[nx] == 0 && !started_[nx]) to_start_.push_back(nx);
+  for (;;) {
+    start_one(g, t);
+    const uint32_t nx = ops_[g].chan_next;
+    if (nx == kNone || --ops_[nx].blockers != 0) return;
+    g = nx;
   }
 }
 
 void Sim::finish(uint32_t g, double t) {
-  done_[g] = 1;
+  OpState& s = ops_[g];
+  s.flags |= kDone;
   if (opt_.record_ops) times_[g].end = t;
   ++result_.ops;
-  double& rt = result_.rank_time[static_cast<size_t>(rank_of_[g])];
+  double& rt = result_.rank_time[static_cast<size_t>(s.rank)];
   rt = std::max(rt, t);
-  for (uint32_t k = dep_begin_[g]; k < dep_begin_[g + 1]; ++k) {
+  const uint32_t end = ops_[g + 1].dep_begin;
+  for (uint32_t k = s.dep_begin; k < end; ++k) {
     const uint32_t d = dependents_[k];
-    if (--missing_[d] == 0 && !started_[d] && (chan_prev_[d] == kNone || started_[chan_prev_[d]]))
-      start(d, t);
+    if (--ops_[d].blockers == 0) start(d, t);
   }
 }
 
@@ -262,11 +281,12 @@ SimResult Sim::run() {
   link_free_.assign(topo_.link_count(), 0.0);
   link_busy_.assign(topo_.link_count(), 0.0);
   result_.rank_time.assign(static_cast<size_t>(n), 0.0);
-  if (opt_.record_ops) times_.assign(started_.size(), OpTime{});
+  const auto total = static_cast<uint32_t>(ops_.size() - 1);
+  if (opt_.record_ops) times_.assign(total, OpTime{});
 
-  const auto total = static_cast<uint32_t>(started_.size());
+  // Ops a channel successor of an earlier one started are skipped.
   for (uint32_t g = 0; g < total; ++g)
-    if (missing_[g] == 0 && chan_prev_[g] == kNone && !started_[g]) start(g, 0.0);
+    if (ops_[g].blockers == 0 && !(ops_[g].flags & kStarted)) start(g, 0.0);
   while (!queue_.empty()) {
     const Event e = queue_.top();
     queue_.pop();
@@ -284,12 +304,12 @@ SimResult Sim::run() {
   }
   if (result_.ops != total) {
     for (uint32_t g = 0; g < total; ++g)
-      if (!done_[g]) {
-        const int r = rank_of_[g];
+      if (!(ops_[g].flags & kDone)) {
+        const int r = ops_[g].rank;
         fail(ErrorCode::internal, "simulate: deadlock: ", total - result_.ops,
              " ops never completed, first rank ", r, " op ", g - base_[static_cast<size_t>(r)],
              " (", describe(op(g)), ")",
-             started_[g] ? " started but its message never arrived" : " never started");
+             (ops_[g].flags & kStarted) ? " started but its message never arrived" : " never started");
       }
   }
   if (opt_.record_ops) {
