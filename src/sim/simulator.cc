@@ -10,7 +10,7 @@
 namespace chorus {
 namespace {
 
-constexpr uint32_t kNone = static_cast<uint32_t>(-1);
+constexpr uint32_t kNone = kNoGlobalOp;
 // How many events ahead the run prefetches an op's state.
 constexpr size_t kLookahead = 8;
 
@@ -230,7 +230,7 @@ void Sim::index() {
       fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 ops in all");
   }
   base_[n] = static_cast<uint32_t>(total);
-  MatchResult m = match_programs(programs_);
+  FlatMatchResult m = match_programs_flat(programs_);
   if (m.error) fail(ErrorCode::invalid_argument, "simulate: ", m.error->message);
 
   ops_.assign(total + 1, OpState{});
@@ -252,13 +252,12 @@ void Sim::index() {
         ++ops_[b + d].dep_begin;  // for now, the number of its dependents
       }
       ndeps += ops[i].deps.size();
-      const OpIndex cp = m.matching.channel_prev[r][i];
-      if (cp != kNoOp) {
+      const uint32_t cp = m.matching.channel_prev[b + i];
+      if (cp != kNoGlobalOp) {
         ++s.blockers;
-        ops_[b + cp].chan_next = b + static_cast<uint32_t>(i);
+        ops_[cp].chan_next = b + static_cast<uint32_t>(i);
       }
-      const OpRef p = m.matching.partner[r][i];
-      if (p.rank >= 0) s.partner = base_[static_cast<size_t>(p.rank)] + p.op;
+      s.partner = m.matching.partner[b + i];  // kNoGlobalOp is kNone
     }
   }
   // Dependents in CSR form, each op's in ascending order: dep_begin becomes
