@@ -8,13 +8,17 @@ namespace chorus {
 
 namespace {
 
-// A channel a -> b seen from one side: its last op and how many ops it has.
-// Earlier ops are reached through channel_prev.
+// How many channels ahead the meeting of channels prefetches.
+constexpr size_t kLookahead = 8;
+
+// A channel a -> b seen from one side: its last op, that op's element count,
+// and how many ops it has. Earlier ops are reached through channel_prev.
 struct Channel {
   int a;  // sender
   int b;  // receiver
   uint32_t tail;
   uint32_t len;
+  size_t tail_count;
   bool before(const Channel& o) const { return a != o.a ? a < o.a : b < o.b; }
   bool same(const Channel& o) const { return a == o.a && b == o.b; }
 };
@@ -24,13 +28,30 @@ struct Channel {
 // the smallest k, then a send without a receive, then a receive without a
 // send).
 std::optional<MatchError> meet(std::span<const Program> programs, FlatMatching& m,
-                               const Channel& sends, uint32_t recv_tail, uint32_t nr) {
+                               const Channel& sends, const Channel* recvs) {
+  const uint32_t nr = recvs != nullptr ? recvs->len : 0;
   const int a = sends.a;
   const int b = sends.b;
   const uint32_t ns = sends.len;
   const uint32_t k = std::min(ns, nr);
   const uint32_t base_a = m.base[static_cast<size_t>(a)];
   const uint32_t base_b = m.base[static_cast<size_t>(b)];
+  if (ns == 1 && nr == 1) {
+    // One op each way, the common case at many ranks: the tails' counts came
+    // with the channels, and the receive's op need not be read.
+    const uint32_t s = sends.tail;
+    const uint32_t r = recvs->tail;
+    m.partner[s] = r;
+    m.partner[r] = s;
+    if (sends.tail_count == recvs->tail_count) return std::nullopt;
+    const OpIndex si = s - base_a;
+    const OpIndex ri = r - base_b;
+    return MatchError{MatchError::Kind::count_mismatch, a, si, b,
+                      str_cat("send #", 0, " from rank ", a, " to rank ", b, " (op ", si,
+                              ") carries ", sends.tail_count,
+                              " elements but the matching receive at rank ", b, " (op ", ri,
+                              ") expects ", recvs->tail_count)};
+  }
   // Walk back from the tails past the ops the other side has no match for;
   // the last one passed is the first unmatched.
   uint32_t s = sends.tail;
@@ -39,7 +60,7 @@ std::optional<MatchError> meet(std::span<const Program> programs, FlatMatching& 
     extra_send = s;
     s = m.channel_prev[s];
   }
-  uint32_t r = recv_tail;
+  uint32_t r = recvs != nullptr ? recvs->tail : kNoGlobalOp;
   uint32_t extra_recv = kNoGlobalOp;
   for (uint32_t x = k; x < nr; ++x) {
     extra_recv = r;
@@ -51,18 +72,20 @@ std::optional<MatchError> meet(std::span<const Program> programs, FlatMatching& 
   for (uint32_t j = k; j-- > 0;) {
     const OpIndex si = s - base_a;
     const OpIndex ri = r - base_b;
-    const Op& so = ops_a[si];
-    const Op& ro = ops_b[ri];
-    if (so.src.count != ro.dst.count)  // the last one found is the first in order
+    const size_t sc = ops_a[si].src.count;
+    const size_t rc = ops_b[ri].dst.count;
+    if (sc != rc)  // the last one found is the first in order
       mismatch = MatchError{
           MatchError::Kind::count_mismatch, a, si, b,
-          str_cat("send #", j, " from rank ", a, " to rank ", b, " (op ", si, ") carries ",
-                  so.src.count, " elements but the matching receive at rank ", b, " (op ", ri,
-                  ") expects ", ro.dst.count)};
+          str_cat("send #", j, " from rank ", a, " to rank ", b, " (op ", si, ") carries ", sc,
+                  " elements but the matching receive at rank ", b, " (op ", ri, ") expects ",
+                  rc)};
     m.partner[s] = r;
     m.partner[r] = s;
-    s = m.channel_prev[s];
-    r = m.channel_prev[r];
+    if (j > 0) {
+      s = m.channel_prev[s];
+      r = m.channel_prev[r];
+    }
   }
   if (mismatch) return mismatch;
   if (ns > k) {
@@ -136,10 +159,11 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
     for (int d = 0; d < 2; ++d) {
       for (int p : peers[d]) {
         const auto up = static_cast<size_t>(p);
+        const size_t count = op_count(ops[last[d][up] - m.base[ur]]);
         if (d == 0) {
-          send_chans.push_back({r, p, last[d][up], len[d][up]});
+          send_chans.push_back({r, p, last[d][up], len[d][up], count});
         } else {
-          recv_chans.push_back({p, r, last[d][up], len[d][up]});
+          recv_chans.push_back({p, r, last[d][up], len[d][up], count});
           ++per_sender[up + 1];
         }
         last[d][up] = kNoGlobalOp;
@@ -161,18 +185,24 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
   bool orphans = false;
   size_t j = 0;
   for (const Channel& sc : send_chans) {
+    // The receive ends of the channels a few ahead are spread over all ranks:
+    // start loading them now.
+    if (j + 2 * kLookahead < recv_sorted.size())
+      __builtin_prefetch(&programs[static_cast<size_t>(recv_sorted[j + 2 * kLookahead].b)]);
+    if (j + kLookahead < recv_sorted.size()) {
+      const Channel& c = recv_sorted[j + kLookahead];
+      const auto ub = static_cast<size_t>(c.b);
+      __builtin_prefetch(&programs[ub].ops[c.tail - m.base[ub]].dst.count);
+      __builtin_prefetch(&m.partner[c.tail]);
+      __builtin_prefetch(&m.channel_prev[c.tail]);
+    }
     while (j < recv_sorted.size() && recv_sorted[j].before(sc)) {
       orphans = true;
       ++j;
     }
-    uint32_t recv_tail = kNoGlobalOp;
-    uint32_t nr = 0;
-    if (j < recv_sorted.size() && recv_sorted[j].same(sc)) {
-      recv_tail = recv_sorted[j].tail;
-      nr = recv_sorted[j].len;
-      ++j;
-    }
-    if (auto e = meet(programs, m, sc, recv_tail, nr)) {
+    const Channel* rc = nullptr;
+    if (j < recv_sorted.size() && recv_sorted[j].same(sc)) rc = &recv_sorted[j++];
+    if (auto e = meet(programs, m, sc, rc)) {
       result.error = std::move(e);
       return result;
     }

@@ -233,14 +233,23 @@ void Sim::index() {
   FlatMatchResult m = match_programs_flat(programs_);
   if (m.error) fail(ErrorCode::invalid_argument, "simulate: ", m.error->message);
 
-  ops_.assign(total + 1, OpState{});
-  const auto elem = static_cast<double>(opt_.elem_size);
   size_t ndeps = 0;
+  for (const Program& p : programs_)
+    for (const Op& o : p.ops) ndeps += o.deps.size();
+  dependents_.resize(ndeps);
+
+  // Each op's state is written once, in order; its deps and channel
+  // predecessor are earlier ops of its rank, already there. Deps name ops of
+  // the same rank, so each rank's dependents are laid out while its ops are
+  // still in cache.
+  ops_.reserve(total + 1);
+  const auto elem = static_cast<double>(opt_.elem_size);
+  uint32_t next_dep = 0;  // where the next rank's dependents start
   for (size_t r = 0; r < n; ++r) {
     const auto& ops = programs_[r].ops;
     const uint32_t b = base_[r];
     for (size_t i = 0; i < ops.size(); ++i) {
-      OpState& s = ops_[b + i];
+      OpState& s = ops_.emplace_back();
       s.rank = static_cast<int>(r);
       s.kind = ops[i].kind;
       s.bytes = static_cast<double>(op_count(ops[i])) * elem;
@@ -251,7 +260,6 @@ void Sim::index() {
                ") depends on op ", d, ", which is not an earlier op");
         ++ops_[b + d].dep_begin;  // for now, the number of its dependents
       }
-      ndeps += ops[i].deps.size();
       const uint32_t cp = m.matching.channel_prev[b + i];
       if (cp != kNoGlobalOp) {
         ++s.blockers;
@@ -259,20 +267,18 @@ void Sim::index() {
       }
       s.partner = m.matching.partner[b + i];  // kNoGlobalOp is kNone
     }
-  }
-  // Dependents in CSR form, each op's in ascending order: dep_begin becomes
-  // the end of the op's range, then is counted back down to its start while
-  // the ops are visited last to first.
-  for (size_t g = 1; g < total; ++g) ops_[g].dep_begin += ops_[g - 1].dep_begin;
-  dependents_.resize(ndeps);
-  ops_[total].dep_begin = static_cast<uint32_t>(ndeps);
-  for (size_t r = n; r-- > 0;) {
-    const auto& ops = programs_[r].ops;
-    const uint32_t b = base_[r];
+    // The rank's dependents in CSR form, each op's in ascending order:
+    // dep_begin becomes the end of the op's range, then is counted back down
+    // to its start while the ops are visited last to first.
+    for (size_t i = 0; i < ops.size(); ++i) {
+      next_dep += ops_[b + i].dep_begin;
+      ops_[b + i].dep_begin = next_dep;
+    }
     for (size_t i = ops.size(); i-- > 0;)
       for (auto d = ops[i].deps.rbegin(); d != ops[i].deps.rend(); ++d)
         dependents_[--ops_[b + *d].dep_begin] = b + static_cast<uint32_t>(i);
   }
+  ops_.emplace_back().dep_begin = next_dep;
 }
 
 double Sim::book(const Hop& hop, double t, double bytes) {
