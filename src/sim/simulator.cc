@@ -6,13 +6,18 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+#include <sys/mman.h>
 
 namespace chorus {
 namespace {
 
 constexpr uint32_t kNone = kNoGlobalOp;
 // How many events ahead the run prefetches an op's state.
-constexpr size_t kLookahead = 8;
+constexpr size_t kLookahead = 16;
 
 enum class EventKind : uint32_t { op_done, next_hop };
 
@@ -159,6 +164,56 @@ struct Flight {
   double bytes;
 };
 
+// Storage for the run's big per-op arrays (hundreds of MB at millions of
+// ops): whole 2 MiB-aligned mappings that the kernel is asked to back with
+// huge pages, since the run reaches into them at random and a 4 KiB page per
+// access would miss the TLB nearly every time. Small arrays use the heap.
+template <class T>
+struct BigAllocator {
+  using value_type = T;
+  static constexpr size_t kHuge = size_t{2} << 20;
+
+  BigAllocator() = default;
+  template <class U>
+  BigAllocator(const BigAllocator<U>&) {}
+
+  T* allocate(size_t n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kHuge) return std::allocator<T>().allocate(n);
+    const size_t size = round_up(bytes);
+    // Map a huge page more than needed, then trim to an aligned range.
+    void* p = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (at + kHuge - 1) & ~(kHuge - 1);
+    if (aligned > at) munmap(p, aligned - at);
+    if (aligned + size < at + size + kHuge)
+      munmap(reinterpret_cast<void*>(aligned + size), at + size + kHuge - (aligned + size));
+#ifdef MADV_HUGEPAGE
+    madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+#endif
+    return reinterpret_cast<T*>(aligned);
+  }
+  void deallocate(T* p, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kHuge)
+      std::allocator<T>().deallocate(p, n);
+    else
+      munmap(p, round_up(bytes));
+  }
+  template <class U>
+  bool operator==(const BigAllocator<U>&) const {
+    return true;
+  }
+
+ private:
+  static size_t round_up(size_t bytes) { return (bytes + kHuge - 1) & ~(kHuge - 1); }
+};
+template <class T>
+using BigVector = std::vector<T, BigAllocator<T>>;
+
 // What the run needs of one op, in one place: an event touches one op's state
 // in one cache line or two rather than a line in each of a dozen arrays.
 struct OpState {
@@ -186,6 +241,7 @@ class Sim {
 
  private:
   void index();
+  void prefetch_ahead() const;
   void push(double t, EventKind kind, uint32_t id) { queue_.push(t, kind, id); }
   double book(const Hop& hop, double t, double bytes);
   void start(uint32_t g, double t);
@@ -205,8 +261,8 @@ class Sim {
   // Per op, by global id (rank r's op i is base_[r] + i), and one more whose
   // dep_begin ends the last op's dependents.
   std::vector<uint32_t> base_;
-  std::vector<OpState> ops_;
-  std::vector<uint32_t> dependents_;
+  BigVector<OpState> ops_;
+  BigVector<uint32_t> dependents_;
 
   std::vector<double> send_free_, recv_free_, link_free_;
   std::vector<double> port_busy_, link_busy_;
@@ -397,6 +453,35 @@ void Sim::finish(uint32_t g, double t) {
   }
 }
 
+// At many ranks the ops of consecutive events lie far apart, and every step
+// from an event to the state it touches is a cache miss: the op, its
+// dependents, the first dependent's state, and that one's partner (a send
+// delivers to it) and channel successor (started with it). Each is loaded a
+// few events ahead, from the one before it, loaded a few events earlier.
+void Sim::prefetch_ahead() const {
+  auto op_done = [&](size_t k) -> const OpState* {
+    const auto* a = queue_.ahead(k);
+    return a != nullptr && a->kind == EventKind::op_done ? &ops_[a->id] : nullptr;
+  };
+  auto first_dependent = [&](const OpState* s) -> const OpState* {
+    return s[0].dep_begin != s[1].dep_begin ? &ops_[dependents_[s->dep_begin]] : nullptr;
+  };
+  if (const OpState* s = op_done(kLookahead)) {
+    __builtin_prefetch(s);
+    __builtin_prefetch(s + 1);
+  }
+  if (const OpState* s = op_done(kLookahead / 2)) __builtin_prefetch(&dependents_[s->dep_begin]);
+  if (const OpState* s = op_done(kLookahead / 4)) {
+    if (const OpState* d = first_dependent(s)) __builtin_prefetch(d);
+  }
+  if (const OpState* s = op_done(kLookahead / 8)) {
+    if (const OpState* d = first_dependent(s)) {
+      if (d->partner != kNone) __builtin_prefetch(&ops_[d->partner]);
+      if (d->chan_next != kNone) __builtin_prefetch(&ops_[d->chan_next]);
+    }
+  }
+}
+
 SimResult Sim::run() {
   const int n = topo_.nranks();
   if (static_cast<size_t>(n) != programs_.size())
@@ -422,10 +507,7 @@ SimResult Sim::run() {
     if (ops_[g].blockers == 0 && !(ops_[g].flags & kStarted)) start(g, 0.0);
   while (!queue_.empty()) {
     const Event e = queue_.pop();
-    // The ops of the events to come are most likely cache misses: start
-    // loading them now.
-    if (const auto* a = queue_.ahead(kLookahead); a != nullptr && a->kind == EventKind::op_done)
-      __builtin_prefetch(&ops_[a->id]);
+    prefetch_ahead();
     ++result_.events;
     if (e.kind == EventKind::op_done) {
       finish(e.id, e.t);
