@@ -11,13 +11,16 @@ namespace {
 // How many channels ahead the meeting of channels prefetches.
 constexpr size_t kLookahead = 8;
 
-// A channel a -> b seen from one side: its last op, that op's element count,
-// and how many ops it has. Earlier ops are reached through channel_prev.
+// A channel a -> b seen from one side: its first and last ops and their
+// element counts, and how many ops it has. Ops between are reached through
+// channel_prev.
 struct Channel {
   int a;  // sender
   int b;  // receiver
+  uint32_t head;
   uint32_t tail;
   uint32_t len;
+  size_t head_count;
   size_t tail_count;
   bool before(const Channel& o) const { return a != o.a ? a < o.a : b < o.b; }
   bool same(const Channel& o) const { return a == o.a && b == o.b; }
@@ -36,21 +39,25 @@ std::optional<MatchError> meet(std::span<const Program> programs, FlatMatching& 
   const uint32_t k = std::min(ns, nr);
   const uint32_t base_a = m.base[static_cast<size_t>(a)];
   const uint32_t base_b = m.base[static_cast<size_t>(b)];
-  if (ns == 1 && nr == 1) {
-    // One op each way, the common case at many ranks: the tails' counts came
-    // with the channels, and the receive's op need not be read.
-    const uint32_t s = sends.tail;
-    const uint32_t r = recvs->tail;
-    m.partner[s] = r;
-    m.partner[r] = s;
-    if (sends.tail_count == recvs->tail_count) return std::nullopt;
-    const OpIndex si = s - base_a;
-    const OpIndex ri = r - base_b;
-    return MatchError{MatchError::Kind::count_mismatch, a, si, b,
-                      str_cat("send #", 0, " from rank ", a, " to rank ", b, " (op ", si,
-                              ") carries ", sends.tail_count,
-                              " elements but the matching receive at rank ", b, " (op ", ri,
-                              ") expects ", recvs->tail_count)};
+  if (ns == nr && ns <= 2) {
+    // One or two ops each way, the common case at many ranks: the ops and
+    // their counts came with the channels, and no op need be read again.
+    m.partner[sends.head] = recvs->head;
+    m.partner[recvs->head] = sends.head;
+    m.partner[sends.tail] = recvs->tail;
+    m.partner[recvs->tail] = sends.tail;
+    auto check = [&](uint32_t j, uint32_t s, size_t sc, uint32_t r,
+                     size_t rc) -> std::optional<MatchError> {
+      if (sc == rc) return std::nullopt;
+      const OpIndex si = s - base_a;
+      const OpIndex ri = r - base_b;
+      return MatchError{MatchError::Kind::count_mismatch, a, si, b,
+                        str_cat("send #", j, " from rank ", a, " to rank ", b, " (op ", si,
+                                ") carries ", sc, " elements but the matching receive at rank ",
+                                b, " (op ", ri, ") expects ", rc)};
+    };
+    if (auto e = check(0, sends.head, sends.head_count, recvs->head, recvs->head_count)) return e;
+    return check(ns - 1, sends.tail, sends.tail_count, recvs->tail, recvs->tail_count);
   }
   // Walk back from the tails past the ops the other side has no match for;
   // the last one passed is the first unmatched.
@@ -125,10 +132,11 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
   m.channel_prev.assign(total, kNoGlobalOp);
 
   // One pass over each rank's ops links every channel in program order; a
-  // channel's last op and length wait in last/len, indexed by direction
-  // (0 send, 1 receive) and peer, until the rank's ops are done.
+  // channel's first and last ops and length wait in first/last/len, indexed
+  // by direction (0 send, 1 receive) and peer, until the rank's ops are done.
   std::vector<uint32_t> last[2] = {std::vector<uint32_t>(un, kNoGlobalOp),
                                    std::vector<uint32_t>(un, kNoGlobalOp)};
+  std::vector<uint32_t> first[2] = {std::vector<uint32_t>(un), std::vector<uint32_t>(un)};
   std::vector<uint32_t> len[2] = {std::vector<uint32_t>(un, 0), std::vector<uint32_t>(un, 0)};
   std::vector<int> peers[2];
   std::vector<Channel> send_chans;  // by (sender, receiver): ranks in order, peers sorted
@@ -151,7 +159,10 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
       const auto up = static_cast<size_t>(o.peer);
       const auto g = static_cast<uint32_t>(m.base[ur] + i);
       m.channel_prev[g] = last[d][up];
-      if (last[d][up] == kNoGlobalOp) peers[d].push_back(o.peer);
+      if (last[d][up] == kNoGlobalOp) {
+        peers[d].push_back(o.peer);
+        first[d][up] = g;
+      }
       last[d][up] = g;
       ++len[d][up];
     }
@@ -159,11 +170,14 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
     for (int d = 0; d < 2; ++d) {
       for (int p : peers[d]) {
         const auto up = static_cast<size_t>(p);
-        const size_t count = op_count(ops[last[d][up] - m.base[ur]]);
+        const uint32_t head = first[d][up];
+        const uint32_t tail = last[d][up];
+        const Channel c{d == 0 ? r : p, d == 0 ? p : r, head, tail, len[d][up],
+                        op_count(ops[head - m.base[ur]]), op_count(ops[tail - m.base[ur]])};
         if (d == 0) {
-          send_chans.push_back({r, p, last[d][up], len[d][up], count});
+          send_chans.push_back(c);
         } else {
-          recv_chans.push_back({p, r, last[d][up], len[d][up], count});
+          recv_chans.push_back(c);
           ++per_sender[up + 1];
         }
         last[d][up] = kNoGlobalOp;
