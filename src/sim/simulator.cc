@@ -527,7 +527,8 @@ SimResult Sim::run() {
         fail(ErrorCode::internal, "simulate: deadlock: ", total - result_.ops,
              " ops never completed, first rank ", r, " op ", g - base_[static_cast<size_t>(r)],
              " (", describe(op(g)), ")",
-             (ops_[g].flags & kStarted) ? " started but its message never arrived" : " never started");
+             (ops_[g].flags & kStarted) ? " started but its message never arrived"
+                                        : " never started");
       }
   }
   if (opt_.record_ops) {
