@@ -13,6 +13,7 @@
 
 #include "schedule/program.h"
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -54,5 +55,21 @@ struct MatchResult {
   std::optional<MatchError> error;
 };
 MatchResult match_programs(std::span<const Program> programs);
+
+// The same matching over global op ids (rank r's op i is base[r] + i), in
+// flat arrays: what an interpreter of all ranks at once indexes by op, at
+// tens of thousands of ranks and millions of ops.
+inline constexpr uint32_t kNoGlobalOp = static_cast<uint32_t>(-1);
+struct FlatMatching {
+  std::vector<uint32_t> base;          // N + 1 entries; base[N] is the total
+  std::vector<uint32_t> partner;       // the op a send or receive meets, or kNoGlobalOp
+  std::vector<uint32_t> channel_prev;  // the previous op of its channel, or kNoGlobalOp
+};
+struct FlatMatchResult {
+  FlatMatching matching;
+  std::optional<MatchError> error;  // the same first problem as match_programs
+};
+// Throws Error(invalid_argument) when there are 2^32 - 1 ops or more in all.
+FlatMatchResult match_programs_flat(std::span<const Program> programs);
 
 }  // namespace chorus

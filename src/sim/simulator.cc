@@ -4,22 +4,156 @@
 #include "schedule/matching.h"
 
 #include <algorithm>
-#include <queue>
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+#include <sys/mman.h>
 
 namespace chorus {
 namespace {
 
-constexpr uint32_t kNone = static_cast<uint32_t>(-1);
+constexpr uint32_t kNone = kNoGlobalOp;
+// How many events ahead the run prefetches an op's state.
+constexpr size_t kLookahead = 16;
 
 enum class EventKind : uint32_t { op_done, next_hop };
 
 struct Event {
   double t;
-  uint64_t seq;
   EventKind kind;
   uint32_t id;  // global op id (op_done) or message id (next_hop)
-  // Earliest time first; equal times in creation order.
-  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// The event queue: earliest time first, equal times in creation order.
+//
+// Events of one time wait in a bucket, a plain array read front to back, so
+// that the many events of one instant (all ranks finishing a step together)
+// cost an append and a read each, and the run can look ahead at the ops of the
+// events to come. A 4-ary min-heap orders the buckets by (time, creation
+// number). A push goes to the newest bucket of its time, found through a small
+// direct-mapped cache of recent times; when the cache has lost it, a new
+// bucket of the same time is opened. Every event of an older bucket of a time
+// was created before every event of a newer one, so ordering buckets of equal
+// times by creation serves events in exactly the order of (time, creation).
+// Pushes are never earlier than the event being served, so a bucket that has
+// been read to its end receives nothing more and is reused.
+class EventQueue {
+ public:
+  struct Item {
+    EventKind kind;
+    uint32_t id;
+  };
+
+  EventQueue() { cache_.fill({0, kNone}); }
+
+  bool empty() const { return pos_ == current().size() && heap_.empty(); }
+
+  void push(double t, EventKind kind, uint32_t id) {
+    const uint64_t bits = std::bit_cast<uint64_t>(t);
+    Slot& slot = cache_[slot_of(bits)];
+    if (slot.bucket == kNone || slot.bits != bits) {
+      uint32_t b;
+      if (free_.empty()) {
+        b = static_cast<uint32_t>(buckets_.size());
+        buckets_.emplace_back();
+      } else {
+        b = free_.back();
+        free_.pop_back();
+      }
+      heap_push({t, opened_++, b});
+      slot = {bits, b};
+    }
+    buckets_[slot.bucket].push_back({kind, id});
+  }
+
+  // The next event; the queue must not be empty.
+  Event pop() {
+    while (pos_ == current().size()) {
+      if (cur_ != kNone) release(cur_);
+      cur_ = heap_.front().bucket;
+      cur_t_ = heap_.front().t;
+      heap_pop();
+      pos_ = 0;
+    }
+    const Item& item = current()[pos_++];
+    return {cur_t_, item.kind, item.id};
+  }
+
+  // The event k places after the one last popped, when it is already in the
+  // current bucket; nullptr otherwise.
+  const Item* ahead(size_t k) const {
+    const size_t i = pos_ + k - 1;
+    return i < current().size() ? &current()[i] : nullptr;
+  }
+
+ private:
+  struct Entry {
+    double t;
+    uint64_t opened;  // creation number of the bucket
+    uint32_t bucket;
+    bool operator<(const Entry& o) const { return t != o.t ? t < o.t : opened < o.opened; }
+  };
+  struct Slot {
+    uint64_t bits;    // the time, as bits
+    uint32_t bucket;  // its newest bucket, or kNone
+  };
+  static constexpr size_t kSlots = 64;
+
+  static size_t slot_of(uint64_t bits) { return (bits * 0x9E3779B97F4A7C15ULL) >> 58; }
+  const std::vector<Item>& current() const { return cur_ == kNone ? none_ : buckets_[cur_]; }
+
+  void release(uint32_t b) {
+    Slot& slot = cache_[slot_of(std::bit_cast<uint64_t>(cur_t_))];
+    if (slot.bucket == b) slot.bucket = kNone;
+    buckets_[b].clear();
+    free_.push_back(b);
+  }
+
+  // 4-ary heap: half the levels of a binary heap, and a node's four children
+  // share one or two cache lines.
+  void heap_push(const Entry& e) {
+    size_t i = heap_.size();
+    heap_.push_back(e);
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (!(e < heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
+  }
+  void heap_pop() {
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    const size_t n = heap_.size();
+    if (n == 0) return;
+    size_t i = 0;
+    for (;;) {
+      const size_t first = 4 * i + 1;
+      if (first >= n) break;
+      size_t best = first;
+      const size_t end = std::min(first + 4, n);
+      for (size_t c = first + 1; c < end; ++c)
+        if (heap_[c] < heap_[best]) best = c;
+      if (!(heap_[best] < last)) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = last;
+  }
+
+  std::vector<std::vector<Item>> buckets_;
+  std::vector<uint32_t> free_;
+  std::vector<Entry> heap_;
+  std::array<Slot, kSlots> cache_;
+  uint64_t opened_ = 0;
+  uint32_t cur_ = kNone;  // the bucket being read
+  double cur_t_ = 0;
+  size_t pos_ = 0;
+  std::vector<Item> none_;
 };
 
 // A message in flight over more than one hop.
@@ -30,6 +164,74 @@ struct Flight {
   double bytes;
 };
 
+// Storage for the run's big per-op arrays (hundreds of MB at millions of
+// ops): whole 2 MiB-aligned mappings that the kernel is asked to back with
+// huge pages, since the run reaches into them at random and a 4 KiB page per
+// access would miss the TLB nearly every time. Small arrays use the heap.
+template <class T>
+struct BigAllocator {
+  using value_type = T;
+  static constexpr size_t kHuge = size_t{2} << 20;
+
+  BigAllocator() = default;
+  template <class U>
+  BigAllocator(const BigAllocator<U>&) {}
+
+  T* allocate(size_t n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kHuge) return std::allocator<T>().allocate(n);
+    const size_t size = round_up(bytes);
+    // Map a huge page more than needed, then trim to an aligned range.
+    void* p = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (at + kHuge - 1) & ~(kHuge - 1);
+    if (aligned > at) munmap(p, aligned - at);
+    if (aligned + size < at + size + kHuge)
+      munmap(reinterpret_cast<void*>(aligned + size), at + size + kHuge - (aligned + size));
+#ifdef MADV_HUGEPAGE
+    madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+#endif
+    return reinterpret_cast<T*>(aligned);
+  }
+  void deallocate(T* p, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kHuge)
+      std::allocator<T>().deallocate(p, n);
+    else
+      munmap(p, round_up(bytes));
+  }
+  template <class U>
+  bool operator==(const BigAllocator<U>&) const {
+    return true;
+  }
+
+ private:
+  static size_t round_up(size_t bytes) { return (bytes + kHuge - 1) & ~(kHuge - 1); }
+};
+template <class T>
+using BigVector = std::vector<T, BigAllocator<T>>;
+
+// What the run needs of one op, in one place: an event touches one op's state
+// in one cache line or two rather than a line in each of a dozen arrays.
+struct OpState {
+  double bytes = 0;       // elements * elem_size
+  double t = 0;           // receives: when they started or were delivered, whichever came first
+  uint32_t blockers = 0;  // deps not yet done, + 1 while the channel predecessor has not started
+  uint32_t chan_next = kNone;
+  uint32_t partner = kNone;  // matched op of a send or receive
+  uint32_t dep_begin = 0;    // its dependents: Sim::dependents_[dep_begin, next op's dep_begin)
+  int rank = 0;
+  OpKind kind = OpKind::copy;
+  uint8_t flags = 0;  // kStarted | kDone | kReady | kArrived
+};
+constexpr uint8_t kStarted = 1;
+constexpr uint8_t kDone = 2;
+constexpr uint8_t kReady = 4;    // a receive that has started
+constexpr uint8_t kArrived = 8;  // a receive whose delivery time is known
+
 class Sim {
  public:
   Sim(std::span<const Program> programs, const Topology& topo, const SimOptions& opt)
@@ -39,7 +241,8 @@ class Sim {
 
  private:
   void index();
-  void push(double t, EventKind kind, uint32_t id) { queue_.push({t, seq_++, kind, id}); }
+  void prefetch_ahead() const;
+  void push(double t, EventKind kind, uint32_t id) { queue_.push(t, kind, id); }
   double book(const Hop& hop, double t, double bytes);
   double work(int rank, double t, double seconds, double traffic);
   size_t engine(int rank) const;
@@ -49,45 +252,33 @@ class Sim {
   void start_one(uint32_t g, double t);
   void finish(uint32_t g, double t);
   void deliver(uint32_t recv, double t);
-  void receive_ready(uint32_t g);
-  double bytes_of(uint32_t g) const {
-    return static_cast<double>(op_count(op(g))) * static_cast<double>(opt_.elem_size);
-  }
+  void receive_ready(uint32_t g, double t);
   const Op& op(uint32_t g) const {
-    return programs_[static_cast<size_t>(rank_of_[g])].ops[g - base_[rank_of_[g]]];
+    const auto r = static_cast<size_t>(ops_[g].rank);
+    return programs_[r].ops[g - base_[r]];
   }
 
   std::span<const Program> programs_;
   const Topology& topo_;
   SimOptions opt_;
 
-  // Per op, by global id (rank r's op i is base_[r] + i).
+  // Per op, by global id (rank r's op i is base_[r] + i), and one more whose
+  // dep_begin ends the last op's dependents.
   std::vector<uint32_t> base_;
-  std::vector<int> rank_of_;
-  std::vector<uint32_t> missing_;    // deps not yet done
-  std::vector<uint32_t> dep_begin_;  // CSR of dependents
-  std::vector<uint32_t> dependents_;
-  std::vector<uint32_t> chan_prev_;
-  std::vector<uint32_t> chan_next_;
-  std::vector<uint32_t> partner_;  // matched op of a send or receive
-  std::vector<uint8_t> started_;
-  std::vector<uint8_t> done_;
-  std::vector<double> ready_at_;    // receives: when they started (-1: not yet)
-  std::vector<double> arrives_at_;  // receives: delivery time (-1: not yet known)
+  BigVector<OpState> ops_;
+  BigVector<uint32_t> dependents_;
 
   std::vector<double> send_free_, recv_free_, link_free_;
+  std::vector<double> port_busy_, link_busy_;
   // Hosts of the machine model: memory free time per host; core free times,
   // host h's at core_base_[h] .. core_base_[h + 1].
   std::vector<double> mem_free_, core_free_;
   std::vector<size_t> core_base_;
-  std::vector<double> port_busy_, link_busy_;
   std::vector<Hop> hops_;
   std::vector<Hop> route_;
   std::vector<Flight> flights_;
-  std::vector<uint32_t> to_start_;
 
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
-  uint64_t seq_ = 0;
+  EventQueue queue_;
   SimResult result_;
   std::vector<OpTime> times_;  // by global op id, with record_ops
 };
@@ -103,48 +294,55 @@ void Sim::index() {
       fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 ops in all");
   }
   base_[n] = static_cast<uint32_t>(total);
-  MatchResult m = match_programs(programs_);
+  FlatMatchResult m = match_programs_flat(programs_);
   if (m.error) fail(ErrorCode::invalid_argument, "simulate: ", m.error->message);
 
-  rank_of_.resize(total);
-  missing_.resize(total);
-  chan_prev_.resize(total);
-  chan_next_.assign(total, kNone);
-  partner_.assign(total, kNone);
-  dep_begin_.assign(total + 1, 0);
+  size_t ndeps = 0;
+  for (const Program& p : programs_)
+    for (const Op& o : p.ops) ndeps += o.deps.size();
+  dependents_.resize(ndeps);
+
+  // Each op's state is written once, in order; its deps and channel
+  // predecessor are earlier ops of its rank, already there. Deps name ops of
+  // the same rank, so each rank's dependents are laid out while its ops are
+  // still in cache.
+  ops_.reserve(total + 1);
+  const auto elem = static_cast<double>(opt_.elem_size);
+  uint32_t next_dep = 0;  // where the next rank's dependents start
   for (size_t r = 0; r < n; ++r) {
     const auto& ops = programs_[r].ops;
     const uint32_t b = base_[r];
     for (size_t i = 0; i < ops.size(); ++i) {
-      const uint32_t g = b + static_cast<uint32_t>(i);
-      rank_of_[g] = static_cast<int>(r);
-      missing_[g] = static_cast<uint32_t>(ops[i].deps.size());
+      OpState& s = ops_.emplace_back();
+      s.rank = static_cast<int>(r);
+      s.kind = ops[i].kind;
+      s.bytes = static_cast<double>(op_count(ops[i])) * elem;
+      s.blockers += static_cast<uint32_t>(ops[i].deps.size());
       for (OpIndex d : ops[i].deps) {
         if (d >= i)
           fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(ops[i]),
                ") depends on op ", d, ", which is not an earlier op");
-        ++dep_begin_[b + d + 1];
+        ++ops_[b + d].dep_begin;  // for now, the number of its dependents
       }
-      const OpIndex cp = m.matching.channel_prev[r][i];
-      chan_prev_[g] = cp == kNoOp ? kNone : b + cp;
-      if (cp != kNoOp) chan_next_[b + cp] = g;
-      const OpRef p = m.matching.partner[r][i];
-      if (p.rank >= 0) partner_[g] = base_[static_cast<size_t>(p.rank)] + p.op;
+      const uint32_t cp = m.matching.channel_prev[b + i];
+      if (cp != kNoGlobalOp) {
+        ++s.blockers;
+        ops_[cp].chan_next = b + static_cast<uint32_t>(i);
+      }
+      s.partner = m.matching.partner[b + i];  // kNoGlobalOp is kNone
     }
+    // The rank's dependents in CSR form, each op's in ascending order:
+    // dep_begin becomes the end of the op's range, then is counted back down
+    // to its start while the ops are visited last to first.
+    for (size_t i = 0; i < ops.size(); ++i) {
+      next_dep += ops_[b + i].dep_begin;
+      ops_[b + i].dep_begin = next_dep;
+    }
+    for (size_t i = ops.size(); i-- > 0;)
+      for (auto d = ops[i].deps.rbegin(); d != ops[i].deps.rend(); ++d)
+        dependents_[--ops_[b + *d].dep_begin] = b + static_cast<uint32_t>(i);
   }
-  for (size_t g = 0; g < total; ++g) dep_begin_[g + 1] += dep_begin_[g];
-  dependents_.resize(dep_begin_[total]);
-  std::vector<uint32_t> fill(dep_begin_.begin(), dep_begin_.end() - 1);
-  for (size_t r = 0; r < n; ++r) {
-    const auto& ops = programs_[r].ops;
-    const uint32_t b = base_[r];
-    for (size_t i = 0; i < ops.size(); ++i)
-      for (OpIndex d : ops[i].deps) dependents_[fill[b + d]++] = b + static_cast<uint32_t>(i);
-  }
-  started_.assign(total, 0);
-  done_.assign(total, 0);
-  ready_at_.assign(total, -1.0);
-  arrives_at_.assign(total, -1.0);
+  ops_.emplace_back().dep_begin = next_dep;
 }
 
 // A rank's engine: its earliest-free send port (lowest index on ties).
@@ -207,10 +405,11 @@ double Sim::work(int rank, double t, double seconds, double traffic) {
 
 double Sim::book(const Hop& hop, double t, double bytes) {
   const LinkParams& lc = topo_.classes()[hop.link_class];
-  const double busy = bytes * lc.per_byte(bytes);
+  const double busy = lc.curve.empty() ? bytes / lc.beta : bytes * lc.curve.at(bytes);
   const auto ports = static_cast<size_t>(opt_.ports);
-  // The earliest-free port of each end (lowest index on ties); a half-duplex
-  // class receives on the receiver's engine, its earliest-free send port.
+  // The earliest-free port of each end (lowest index on ties); a class that
+  // takes turns at this size receives on the receiver's engine, its
+  // earliest-free send port.
   const size_t sp = engine(hop.from);
   const bool turns = lc.takes_turns(bytes);
   std::vector<double>& recv_side = turns ? send_free_ : recv_free_;
@@ -224,7 +423,7 @@ double Sim::book(const Hop& hop, double t, double bytes) {
   size_t cores[2] = {kNone, kNone};
   if (turns) s = take_cores(hop.from, hop.to, s, cores);
   double end = s + busy;
-  if (topo_.has_hosts() && lc.mem_traffic > 0) {
+  if (lc.mem_traffic > 0 && topo_.has_hosts()) {
     const double traffic = bytes * lc.mem_traffic;
     const int ha = topo_.host_of(hop.from);
     const int hb = topo_.host_of(hop.to);
@@ -252,22 +451,28 @@ double Sim::book(const Hop& hop, double t, double bytes) {
 }
 
 void Sim::deliver(uint32_t recv, double t) {
-  arrives_at_[recv] = t;
-  if (ready_at_[recv] >= 0) receive_ready(recv);
+  OpState& s = ops_[recv];
+  if (s.flags & kReady) {
+    receive_ready(recv, std::max(s.t, t));
+  } else {
+    s.t = t;
+    s.flags |= kArrived;
+  }
 }
 
-// Both the receive has started and its message's delivery time is known.
-void Sim::receive_ready(uint32_t g) {
-  double t = std::max(ready_at_[g], arrives_at_[g]);
-  if (op(g).kind == OpKind::recv_reduce) {
-    const double b = bytes_of(g);
+// Both the receive has started and its message's delivery time is known; t is
+// the later of the two.
+void Sim::receive_ready(uint32_t g, double t) {
+  const OpState& s = ops_[g];
+  if (s.kind == OpKind::recv_reduce) {
+    const double b = s.bytes;
     if (opt_.copy != nullptr) {
       // The reduction replaces the receive's copy: it costs the kernel's
       // excess over a copy, and one more read (of dst) per byte.
       const double extra =
           opt_.kernel != nullptr ? std::max(0.0, opt_.kernel->at(b) - opt_.copy->at(b)) * b
                                  : opt_.gamma * b;
-      t = work(rank_of_[g], t, extra, b);
+      t = work(s.rank, t, extra, b);
     } else {
       t += opt_.gamma * b;
     }
@@ -276,51 +481,51 @@ void Sim::receive_ready(uint32_t g) {
 }
 
 void Sim::start_one(uint32_t g, double t) {
-  started_[g] = 1;
+  OpState& s = ops_[g];
+  s.flags |= kStarted;
   if (opt_.record_ops) times_[g].start = t;
-  const Op& o = op(g);
-  switch (o.kind) {
+  switch (s.kind) {
     case OpKind::copy:
-      if (opt_.copy != nullptr) {
-        const double b = bytes_of(g);
-        push(work(rank_of_[g], t, opt_.copy->at(b) * b, ComputeModel::kCopyTraffic * b),
-             EventKind::op_done, g);
-      } else {
-        push(t, EventKind::op_done, g);
-      }
+      if (opt_.copy != nullptr)
+        t = work(s.rank, t, opt_.copy->at(s.bytes) * s.bytes, ComputeModel::kCopyTraffic * s.bytes);
+      push(t, EventKind::op_done, g);
       break;
     case OpKind::reduce:
     case OpKind::divide:  // one pass of arithmetic over dst, as a reduce
       if (opt_.copy != nullptr) {
-        const double b = bytes_of(g);
-        const double rate = opt_.kernel != nullptr ? opt_.kernel->at(b) : opt_.gamma;
-        push(work(rank_of_[g], t, rate * b, ComputeModel::kReduceTraffic * b), EventKind::op_done,
-             g);
+        const double rate = opt_.kernel != nullptr ? opt_.kernel->at(s.bytes) : opt_.gamma;
+        push(work(s.rank, t, rate * s.bytes, ComputeModel::kReduceTraffic * s.bytes),
+             EventKind::op_done, g);
       } else {
-        push(t + opt_.gamma * bytes_of(g), EventKind::op_done, g);
+        push(t + opt_.gamma * s.bytes, EventKind::op_done, g);
       }
       break;
     case OpKind::send: {
       ++result_.messages;
-      const double bytes = bytes_of(g);
+      const double bytes = s.bytes;
+      const uint32_t recv = s.partner;
       route_.clear();
-      topo_.route(rank_of_[g], o.peer, route_);
+      topo_.route(s.rank, ops_[recv].rank, route_);
       const double first = book(route_[0], t, bytes);
       push(first, EventKind::op_done, g);
       if (route_.size() == 1) {
-        deliver(partner_[g], first);
+        deliver(recv, first);
       } else {
         const auto begin = static_cast<uint32_t>(hops_.size());
         hops_.insert(hops_.end(), route_.begin() + 1, route_.end());
-        flights_.push_back({partner_[g], begin, static_cast<uint32_t>(hops_.size()), bytes});
+        flights_.push_back({recv, begin, static_cast<uint32_t>(hops_.size()), bytes});
         push(first, EventKind::next_hop, static_cast<uint32_t>(flights_.size() - 1));
       }
       break;
     }
     case OpKind::recv:
     case OpKind::recv_reduce:
-      ready_at_[g] = t;
-      if (arrives_at_[g] >= 0) receive_ready(g);
+      if (s.flags & kArrived) {
+        receive_ready(g, std::max(t, s.t));
+      } else {
+        s.t = t;
+        s.flags |= kReady;
+      }
       break;
   }
 }
@@ -328,26 +533,54 @@ void Sim::start_one(uint32_t g, double t) {
 // Starts g and then every op it unblocks at the same instant: its channel
 // successor, when that one's deps are already done.
 void Sim::start(uint32_t g, double t) {
-  to_start_.push_back(g);
-  while (!to_start_.empty()) {
-    const uint32_t x = to_start_.back();
-    to_start_.pop_back();
-    start_one(x, t);
-    const uint32_t nx = chan_next_[x];
-    if (nx != kNone && missing_[nx] == 0 && !started_[nx]) to_start_.push_back(nx);
+  for (;;) {
+    start_one(g, t);
+    const uint32_t nx = ops_[g].chan_next;
+    if (nx == kNone || --ops_[nx].blockers != 0) return;
+    g = nx;
   }
 }
 
 void Sim::finish(uint32_t g, double t) {
-  done_[g] = 1;
+  OpState& s = ops_[g];
+  s.flags |= kDone;
   if (opt_.record_ops) times_[g].end = t;
   ++result_.ops;
-  double& rt = result_.rank_time[static_cast<size_t>(rank_of_[g])];
+  double& rt = result_.rank_time[static_cast<size_t>(s.rank)];
   rt = std::max(rt, t);
-  for (uint32_t k = dep_begin_[g]; k < dep_begin_[g + 1]; ++k) {
+  const uint32_t end = ops_[g + 1].dep_begin;
+  for (uint32_t k = s.dep_begin; k < end; ++k) {
     const uint32_t d = dependents_[k];
-    if (--missing_[d] == 0 && !started_[d] && (chan_prev_[d] == kNone || started_[chan_prev_[d]]))
-      start(d, t);
+    if (--ops_[d].blockers == 0) start(d, t);
+  }
+}
+
+// At many ranks the ops of consecutive events lie far apart, and every step
+// from an event to the state it touches is a cache miss: the op, its
+// dependents, the first dependent's state, and that one's partner (a send
+// delivers to it) and channel successor (started with it). Each is loaded a
+// few events ahead, from the one before it, loaded a few events earlier.
+void Sim::prefetch_ahead() const {
+  auto op_done = [&](size_t k) -> const OpState* {
+    const auto* a = queue_.ahead(k);
+    return a != nullptr && a->kind == EventKind::op_done ? &ops_[a->id] : nullptr;
+  };
+  auto first_dependent = [&](const OpState* s) -> const OpState* {
+    return s[0].dep_begin != s[1].dep_begin ? &ops_[dependents_[s->dep_begin]] : nullptr;
+  };
+  if (const OpState* s = op_done(kLookahead)) {
+    __builtin_prefetch(s);
+    __builtin_prefetch(s + 1);
+  }
+  if (const OpState* s = op_done(kLookahead / 2)) __builtin_prefetch(&dependents_[s->dep_begin]);
+  if (const OpState* s = op_done(kLookahead / 4)) {
+    if (const OpState* d = first_dependent(s)) __builtin_prefetch(d);
+  }
+  if (const OpState* s = op_done(kLookahead / 8)) {
+    if (const OpState* d = first_dependent(s)) {
+      if (d->partner != kNone) __builtin_prefetch(&ops_[d->partner]);
+      if (d->chan_next != kNone) __builtin_prefetch(&ops_[d->chan_next]);
+    }
   }
 }
 
@@ -376,14 +609,15 @@ SimResult Sim::run() {
   }
   link_busy_.assign(topo_.link_count(), 0.0);
   result_.rank_time.assign(static_cast<size_t>(n), 0.0);
-  if (opt_.record_ops) times_.assign(started_.size(), OpTime{});
+  const auto total = static_cast<uint32_t>(ops_.size() - 1);
+  if (opt_.record_ops) times_.assign(total, OpTime{});
 
-  const auto total = static_cast<uint32_t>(started_.size());
+  // Ops a channel successor of an earlier one started are skipped.
   for (uint32_t g = 0; g < total; ++g)
-    if (missing_[g] == 0 && chan_prev_[g] == kNone && !started_[g]) start(g, 0.0);
+    if (ops_[g].blockers == 0 && !(ops_[g].flags & kStarted)) start(g, 0.0);
   while (!queue_.empty()) {
-    const Event e = queue_.top();
-    queue_.pop();
+    const Event e = queue_.pop();
+    prefetch_ahead();
     ++result_.events;
     if (e.kind == EventKind::op_done) {
       finish(e.id, e.t);
@@ -398,12 +632,13 @@ SimResult Sim::run() {
   }
   if (result_.ops != total) {
     for (uint32_t g = 0; g < total; ++g)
-      if (!done_[g]) {
-        const int r = rank_of_[g];
+      if (!(ops_[g].flags & kDone)) {
+        const int r = ops_[g].rank;
         fail(ErrorCode::internal, "simulate: deadlock: ", total - result_.ops,
              " ops never completed, first rank ", r, " op ", g - base_[static_cast<size_t>(r)],
              " (", describe(op(g)), ")",
-             started_[g] ? " started but its message never arrived" : " never started");
+             (ops_[g].flags & kStarted) ? " started but its message never arrived"
+                                        : " never started");
       }
   }
   if (opt_.record_ops) {

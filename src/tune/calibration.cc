@@ -180,6 +180,7 @@ ModelCalibrationOptions ModelCalibrationOptions::quick() {
   o.kernel_sizes = {65536, size_t{1} << 20, size_t{16} << 20};
   o.small_trials = 20;
   o.large_trials = 3;
+  o.sweep_budget = std::chrono::milliseconds(600);
   o.memory_bytes = size_t{32} << 20;
   return o;
 }
@@ -241,16 +242,30 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   }
   // Each size's ping-pong, then (above kAlphaFitMaxBytes) its exchange, in
   // one vector so that one agree_max settles both.
-  const size_t sizes = o.pingpong_sizes.size();
+  // The sweep stops (on every rank alike) once it has used its budget: slow
+  // links measure fewer sizes, and the curve holds its last point beyond.
+  size_t sizes = o.pingpong_sizes.size();
   std::vector<double> times(2 * sizes, 0);
-  if (paired)
-    for (size_t i = 0; i < sizes; ++i) {
-      const size_t b = o.pingpong_sizes[i];
-      const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
+  for (size_t i = 0; i < sizes; ++i) {
+    const size_t b = o.pingpong_sizes[i];
+    const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
+    if (paired) {
       times[i] = half_round_trip(t, peer, b, small ? o.small_trials : o.large_trials, 2, deadline);
       // 2. The bidirectional exchange of the same size.
       if (!small) times[sizes + i] = bidirectional(t, peer, b, o.large_trials, deadline);
     }
+    if (small || o.sweep_budget.count() == 0) continue;
+    double elapsed = seconds_since(start);
+    agree_max(t, std::span<double>(&elapsed, 1), deadline);
+    if (elapsed > std::chrono::duration<double>(o.sweep_budget).count()) {
+      std::copy(times.begin() + static_cast<std::ptrdiff_t>(sizes),
+                times.begin() + static_cast<std::ptrdiff_t>(sizes + i + 1),
+                times.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      sizes = i + 1;
+      times.resize(2 * sizes);
+      break;
+    }
+  }
   agree_max(t, times, deadline);
   std::vector<Sample> samples, exchanges;
   for (size_t i = 0; i < sizes; ++i) {

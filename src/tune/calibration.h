@@ -72,6 +72,9 @@ struct ModelCalibrationOptions {
   // later speed on the development host (its first ping-pongs measured 2-4x
   // slower than the same ones two seconds later).
   std::chrono::milliseconds warmup{200};
+  // The ping-pong sweep stops after the size at which the calibration has
+  // run this long (0: no limit), so that slow links stay within budget.
+  std::chrono::milliseconds sweep_budget{0};
   static ModelCalibrationOptions quick();
   static ModelCalibrationOptions thorough();
 };
