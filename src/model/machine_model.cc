@@ -19,6 +19,17 @@ const RateCurve* ComputeModel::kernel(DataType type, ReduceOp op) const {
   return nullptr;
 }
 
+double streaming_fraction(const RateCurve& copy, double bytes) {
+  if (copy.empty()) return 1;
+  double lo = copy.points.front().s_per_byte, hi = lo;
+  for (const RatePoint& p : copy.points) {
+    lo = std::min(lo, p.s_per_byte);
+    hi = std::max(hi, p.s_per_byte);
+  }
+  if (!(hi > lo * 1.01)) return 1;
+  return std::clamp((copy.at(bytes) - lo) / (hi - lo), 0.0, 1.0);
+}
+
 namespace {
 
 std::vector<Sample> sorted(std::span<const Sample> in) {

@@ -64,6 +64,12 @@ struct ComputeModel {
 // "float32.sum".
 std::string kernel_key(DataType type, ReduceOp op);
 
+// How much of a transfer or copy of `bytes` streams through DRAM, from 0 (it
+// stays in cache) to 1: where the copy curve at `bytes` lies between its
+// fastest (cache) and slowest (DRAM) per-byte time. 1 when the curve has no
+// spread (one point, or flat): then every byte counts.
+double streaming_fraction(const RateCurve& copy, double bytes);
+
 // One measurement: `seconds` for `bytes`.
 struct Sample {
   double bytes = 0;

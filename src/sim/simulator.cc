@@ -244,10 +244,15 @@ class Sim {
   void prefetch_ahead() const;
   void push(double t, EventKind kind, uint32_t id) { queue_.push(t, kind, id); }
   double book(const Hop& hop, double t, double bytes);
-  double work(int rank, double t, double seconds, double traffic);
+  double work(int rank, double t, double seconds, double bytes, double traffic_per_byte);
   size_t engine(int rank) const;
   double take_cores(int a, int b, double s, size_t* got);
   double book_memory(int host, double s, double traffic);
+  // The share of `bytes` that reaches DRAM (machine_model.h); 1 without
+  // compute rates.
+  double streaming(double bytes) const {
+    return opt_.copy != nullptr ? streaming_fraction(*opt_.copy, bytes) : 1.0;
+  }
   void start(uint32_t g, double t);
   void start_one(uint32_t g, double t);
   void finish(uint32_t g, double t);
@@ -389,14 +394,17 @@ double Sim::book_memory(int host, double s, double traffic) {
   return free;
 }
 
-// Local work of `seconds` on rank's engine from t on, moving `traffic` bytes
-// through its host's memory; returns when it is done.
-double Sim::work(int rank, double t, double seconds, double traffic) {
+// Local work of `seconds` over `bytes` on rank's engine from t on, moving
+// traffic_per_byte times their streaming share through its host's memory;
+// returns when it is done.
+double Sim::work(int rank, double t, double seconds, double bytes, double traffic_per_byte) {
   const size_t e = engine(rank);
   size_t cores[2];
   const double s = take_cores(rank, -1, std::max(t, send_free_[e]), cores);
   double end = s + seconds;
-  if (topo_.has_hosts()) end = std::max(end, book_memory(topo_.host_of(rank), s, traffic));
+  if (topo_.has_hosts())
+    end = std::max(end, book_memory(topo_.host_of(rank), s,
+                                    bytes * traffic_per_byte * streaming(bytes)));
   send_free_[e] = end;
   port_busy_[e] += seconds;
   if (cores[0] != kNone) core_free_[cores[0]] = end;
@@ -424,7 +432,7 @@ double Sim::book(const Hop& hop, double t, double bytes) {
   if (turns) s = take_cores(hop.from, hop.to, s, cores);
   double end = s + busy;
   if (lc.mem_traffic > 0 && topo_.has_hosts()) {
-    const double traffic = bytes * lc.mem_traffic;
+    const double traffic = bytes * lc.mem_traffic * streaming(bytes);
     const int ha = topo_.host_of(hop.from);
     const int hb = topo_.host_of(hop.to);
     if (ha == hb) {
@@ -472,7 +480,7 @@ void Sim::receive_ready(uint32_t g, double t) {
       const double extra =
           opt_.kernel != nullptr ? std::max(0.0, opt_.kernel->at(b) - opt_.copy->at(b)) * b
                                  : opt_.gamma * b;
-      t = work(s.rank, t, extra, b);
+      t = work(s.rank, t, extra, b, 1);
     } else {
       t += opt_.gamma * b;
     }
@@ -487,14 +495,14 @@ void Sim::start_one(uint32_t g, double t) {
   switch (s.kind) {
     case OpKind::copy:
       if (opt_.copy != nullptr)
-        t = work(s.rank, t, opt_.copy->at(s.bytes) * s.bytes, ComputeModel::kCopyTraffic * s.bytes);
+        t = work(s.rank, t, opt_.copy->at(s.bytes) * s.bytes, s.bytes, ComputeModel::kCopyTraffic);
       push(t, EventKind::op_done, g);
       break;
     case OpKind::reduce:
     case OpKind::divide:  // one pass of arithmetic over dst, as a reduce
       if (opt_.copy != nullptr) {
         const double rate = opt_.kernel != nullptr ? opt_.kernel->at(s.bytes) : opt_.gamma;
-        push(work(s.rank, t, rate * s.bytes, ComputeModel::kReduceTraffic * s.bytes),
+        push(work(s.rank, t, rate * s.bytes, s.bytes, ComputeModel::kReduceTraffic),
              EventKind::op_done, g);
       } else {
         push(t + opt_.gamma * s.bytes, EventKind::op_done, g);

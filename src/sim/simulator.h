@@ -22,8 +22,10 @@
 //   - a link class's per-byte time by message size (LinkParams::curve);
 //   - half-duplex classes: the receiving rank's engine (its send port) is
 //     the receive port, so a rank's sends and receives take turns;
-//   - hosts (Topology::set_hosts): a hop also books mem_traffic * b bytes on
-//     the memory of the sender's and the receiver's host (half each) and
+//   - hosts (Topology::set_hosts): a hop also books mem_traffic * b bytes
+//     (times the share that streams through DRAM, streaming_fraction of the
+//     copy curve, when SimOptions::copy is set) on the memory of the
+//     sender's and the receiver's host (half each) and
 //     ends when both its ports and its memory booking are done; a host with
 //     `cores` has that many CPUs, and every engine booking (a half-duplex hop
 //     at both ends, local work) also takes the earliest-free one;

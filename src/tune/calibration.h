@@ -65,6 +65,7 @@ struct ModelCalibrationOptions {
   std::vector<size_t> kernel_sizes;    // copy and reduction kernel runs
   int small_trials = 20;               // round trips per size up to 4 KiB
   int large_trials = 3;                // above
+  int rounds = 1;                      // sweeps of all sizes; each size's fastest counts
   size_t memory_bytes = size_t{32} << 20;  // each rank's copy in the memory probe
   bool all_ops = false;  // kernels of every op; else sum per dtype (others use it)
   // Exchanges before the first measurement, for this long: a process's
