@@ -179,12 +179,12 @@ double identity_hash(std::string_view s) {
 ModelCalibrationOptions ModelCalibrationOptions::quick() {
   ModelCalibrationOptions o;
   o.pingpong_sizes = {8, 64, 512, 4096, 32768, 262144, size_t{2} << 20, size_t{16} << 20};
-  o.kernel_sizes = {65536, size_t{1} << 20, size_t{16} << 20};
+  o.kernel_sizes = {65536, size_t{1} << 20, size_t{8} << 20};
   o.small_trials = 20;
   o.large_trials = 3;
   o.rounds = 2;
-  o.sweep_budget = std::chrono::milliseconds(600);
-  o.memory_bytes = size_t{32} << 20;
+  o.sweep_budget = std::chrono::milliseconds(500);
+  o.memory_bytes = size_t{16} << 20;
   return o;
 }
 
