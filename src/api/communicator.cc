@@ -1,5 +1,6 @@
 #include "api/communicator_impl.h"
 
+#include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/reduce_kernels.h"
@@ -81,6 +82,17 @@ void ScratchPool::give(Buffer buffer) {
   }
 }
 
+namespace {
+
+// The tuner groups ranks into hosts by Config::host_id; fill in the
+// bootstrap's own identity where CHORUS_HOST_ID did not name one.
+Config with_host_id(Config c) {
+  if (c.host_id.empty()) c.host_id = host_identity();
+  return c;
+}
+
+}  // namespace
+
 CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config config,
                                    std::unique_ptr<Selector> selector)
     : transport_(std::move(transport)),
@@ -88,7 +100,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
       size_(transport_->size()),
       config_(std::move(config)),
       engine_(*transport_),
-      selector_(selector ? std::move(selector) : make_selector(*transport_, config_)),
+      selector_(selector ? std::move(selector) : make_selector(*transport_, with_host_id(config_))),
       sent_to_(static_cast<size_t>(size_), 0),
       received_from_(static_cast<size_t>(size_), 0) {
   engine_.set_stop(&abort_requested_, [this] { check_abort(); });

@@ -1,6 +1,7 @@
 #include "perf/calibrate.h"
 
 #include "api/communicator_impl.h"
+#include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "tune/calibration.h"
 #include "tune/model_sim.h"
@@ -66,8 +67,11 @@ double call_overhead(Communicator& comm, const TuningTable& table, const std::ve
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
   Transport& transport = comm.impl().transport();
   // The machine model first, with the transport quiet.
-  const ModelCalibration model = calibrate_model(
-      transport, deadline_after(comm.impl().config().timeout), ModelCalibrationOptions::thorough());
+  ModelCalibrationOptions thorough = ModelCalibrationOptions::thorough();
+  thorough.host_identity =
+      comm.impl().config().host_id.empty() ? host_identity() : comm.impl().config().host_id;
+  const ModelCalibration model =
+      calibrate_model(transport, deadline_after(comm.impl().config().timeout), thorough);
   const std::string cls = link_class_of(transport.name());
   TuningTable table = model.table;
   table.links[cls].call_overhead = call_overhead(comm, table, model.host_of);

@@ -1,6 +1,5 @@
 #include "tune/calibration.h"
 
-#include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "core/reduce_kernels.h"
 
@@ -200,10 +199,10 @@ ModelCalibrationOptions ModelCalibrationOptions::thorough() {
   return o;
 }
 
-std::vector<int> host_layout(Transport& t, Deadline deadline) {
+std::vector<int> host_layout(Transport& t, std::string_view identity, Deadline deadline) {
   const auto n = static_cast<size_t>(t.size());
   std::vector<double> ids(n, 0);
-  ids[static_cast<size_t>(t.rank())] = identity_hash(host_identity());
+  ids[static_cast<size_t>(t.rank())] = identity_hash(identity);
   agree_max(t, ids, deadline);
   std::vector<int> host_of(n);
   std::vector<double> seen;
@@ -223,7 +222,7 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   if (t.size() == 1) return out;
   const int rank = t.rank();
   const auto n = static_cast<size_t>(t.size());
-  out.host_of = host_layout(t, deadline);
+  out.host_of = host_layout(t, o.host_identity, deadline);
 
   // 1. Ping-pong sweep, every pair at once; the slowest pair's times. First
   // a few exchanges of 4 MiB: the transport's buffers (shm slots, socket

@@ -76,6 +76,8 @@ struct ModelCalibrationOptions {
   // The ping-pong sweep stops after the size at which the calibration has
   // run this long (0: no limit), so that slow links stay within budget.
   std::chrono::milliseconds sweep_budget{0};
+  // This rank's host identity (host_layout); "" for every rank: one host.
+  std::string host_identity;
   static ModelCalibrationOptions quick();
   static ModelCalibrationOptions thorough();
 };
@@ -93,8 +95,10 @@ struct ModelCalibration {
 ModelCalibration calibrate_model(Transport& transport, Deadline deadline,
                                  const ModelCalibrationOptions& options);
 
-// Which ranks share a host (bootstrap's host_identity): host_of[r] for every
-// rank, hosts numbered from 0 in order of their first rank. Collective.
-std::vector<int> host_layout(Transport& transport, Deadline deadline);
+// Which ranks share a host: ranks that pass equal `identity` strings
+// (bootstrap's host_identity(), which the communicator puts in
+// Config::host_id). host_of[r] for every rank, hosts numbered from 0 in
+// order of their first rank. Collective.
+std::vector<int> host_layout(Transport& transport, std::string_view identity, Deadline deadline);
 
 }  // namespace chorus

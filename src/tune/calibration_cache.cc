@@ -86,11 +86,13 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline) 
   broadcast_text(t, text, deadline);
   if (!text.empty()) {
     out.table = tuning_from_json(text, str_cat("calibration cache '", out.path, "'"));
-    out.host_of = host_layout(t, deadline);
+    out.host_of = host_layout(t, config.host_id, deadline);
     out.from_cache = true;
     return out;
   }
-  ModelCalibration cal = calibrate_model(t, deadline, ModelCalibrationOptions::quick());
+  ModelCalibrationOptions quick = ModelCalibrationOptions::quick();
+  quick.host_identity = config.host_id;
+  ModelCalibration cal = calibrate_model(t, deadline, quick);
   out.table = std::move(cal.table);
   out.host_of = std::move(cal.host_of);
   log_message(config.log_level, LogLevel::info, t.rank(), "tuner: calibrated ", cls, " at N=",

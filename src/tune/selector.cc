@@ -88,7 +88,7 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
     std::vector<int> host_of;
     // A fitted file's hosts: which ranks share one (collective, as below).
     if (table.fitted() && cls != "inproc" && transport.size() > 1)
-      host_of = host_layout(transport, deadline_after(config.timeout));
+      host_of = host_layout(transport, config.host_id, deadline_after(config.timeout));
     have = take(table, std::move(host_of));
     for (const TuningRule& r : table.rules)
       if (r.link == cls && r.nranks == transport.size()) rules.push_back(r);

@@ -51,7 +51,9 @@ class Selector {
 //      kInprocAlpha / kInprocBeta: no calibration, so tests stay fast and their
 //      choices do not depend on the load of the machine.
 // Collective when it calibrates: every rank calls it at creation, with no
-// other traffic on the transport.
+// other traffic on the transport. config.host_id names this rank's host for
+// the model's host grouping (the communicator fills it in with bootstrap's
+// host_identity() when CHORUS_HOST_ID is unset).
 std::unique_ptr<Selector> make_selector(Transport& transport, const Config& config);
 
 }  // namespace chorus
