@@ -57,7 +57,7 @@ std::string write_text(const std::string& path, const std::string& text) {
 }  // namespace
 
 std::string cache_file(const std::string& dir, std::string_view link, int nranks) {
-  return str_cat(dir, "/", host_name(), "-", link, "-n", nranks, ".json");
+  return str_cat(dir, "/", host_name(), "-", link, "-n", nranks, ".p", kCalibrationProbes, ".json");
 }
 
 CachedModel cached_model(Transport& t, const Config& config, Deadline deadline) {

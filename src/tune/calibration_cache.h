@@ -3,8 +3,11 @@
 // this host, transport and rank count, and when there is none runs the quick
 // calibration (tune/calibration.h: about a second) and stores it.
 //
-//   $XDG_CACHE_HOME/chorus/<hostname>-<link class>-n<N>.json   (a version 2
-//   ~/.cache/chorus/...      when XDG_CACHE_HOME is unset       tuning file)
+//   $XDG_CACHE_HOME/chorus/<hostname>-<link class>-n<N>.p<P>.json   (a
+//   ~/.cache/chorus/...      when XDG_CACHE_HOME is unset   version 2 tuning file)
+//
+// P is kCalibrationProbes: a chorus whose probes or fits differ from the ones
+// that wrote an entry does not use it (it calibrates and writes its own).
 //
 // Rank 0 reads and writes the file and sends its text to every rank, so all
 // ranks predict alike even when their hosts' caches differ. A file that does
@@ -25,7 +28,11 @@
 
 namespace chorus {
 
-// dir/<hostname>-<link>-n<nranks>.json
+// The revision of the quick calibration's probes and fits; raised whenever
+// they change, so that entries they would not have written are not used.
+inline constexpr int kCalibrationProbes = 3;
+
+// dir/<hostname>-<link>-n<nranks>.p<kCalibrationProbes>.json
 std::string cache_file(const std::string& dir, std::string_view link, int nranks);
 
 struct CachedModel {

@@ -3,6 +3,7 @@
 // corrupt, and off when asked.
 #include "tune/calibration_cache.h"
 
+#include "core/check.h"
 #include "transport/inproc/inproc_transport.h"
 #include "tune/calibration.h"
 #include "tune/tuning_file.h"
@@ -125,6 +126,11 @@ TEST_F(CalibrationCache, WrittenThenReadAndKeptApartByRankCount) {
   const CachedModel first = run_cache(2, config_);
   EXPECT_FALSE(first.from_cache);
   EXPECT_EQ(first.path, cache_file(config_.cache_dir, "inproc", 2));
+  // <dir>/<hostname>-<link>-n<N>.p<probes revision>.json
+  EXPECT_EQ(first.path.rfind(config_.cache_dir + "/", 0), 0u) << first.path;
+  EXPECT_NE(first.path.find(str_cat("-inproc-n2.p", kCalibrationProbes, ".json")),
+            std::string::npos)
+      << first.path;
   ASSERT_TRUE(std::filesystem::exists(first.path));
   const LinkParams& link = first.table.links.at("inproc");
   EXPECT_FALSE(link.curve.empty());
