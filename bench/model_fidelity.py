@@ -23,12 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def perf_rows(perf, args, env):
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([perf] + args + ["--json", f.name], check=True, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return json.load(open(f.name))["rows"]
+from perf_json import perf_rows
 
 
 def best_time(row):

@@ -19,19 +19,16 @@ calibration took is printed.
 """
 import os
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from perf_json import perf_rows
+
 
 def run(perf, args, algo, env=None):
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        cmd = [perf, "allreduce", "-a", algo, "--json", f.name] + args
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env=env)
-        return json.load(open(f.name))["rows"]
+    return perf_rows(perf, ["allreduce", "-a", algo] + args, env)
 
 
 def main():
