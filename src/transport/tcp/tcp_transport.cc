@@ -229,23 +229,22 @@ class TcpTransport final : public Transport {
       PeerProgress pp;
       pp.rank = q;
       pp.responsive = p.answered;
-      const bool ahead = std::any_of(p.streams.begin(), p.streams.end(),
-                                     [](const Stream* st) { return st->parked; });
       if (p.answered) {
         pp.last = p.answered_call;
         pp.collectives_entered = p.answered_collectives;
-      } else if (ahead) {
-        // Its answer waits behind a message of a later call that this rank
-        // has not asked for yet: the peer is ahead, not stalled.
-        pp.responsive = true;
-        pp.last = p.last_heard;
-        pp.collectives_entered = p.last_heard.point_to_point() ? 0 : p.last_heard.seq;
       } else {
         pp.last = p.last_heard;
         pp.collectives_entered = p.last_heard.point_to_point() ? 0 : p.last_heard.seq;
-        pp.note = p.control == nullptr || p.control->closed
-                      ? "has closed its connections"
-                      : "does not answer (stopped, or busy outside chorus)";
+        // A peer whose message of a later call waits here, parked, was
+        // ahead when it sent it; that does not make it reachable now (it
+        // may have returned to its own work, or its link may be down), so
+        // it is reported as not answering, with what is known of it.
+        const bool ahead = std::any_of(p.streams.begin(), p.streams.end(),
+                                       [](const Stream* st) { return st->parked; });
+        const bool closed = p.control == nullptr || p.control->closed;
+        pp.note = closed ? "has closed its connections"
+                         : "does not answer (stopped, or busy outside chorus)";
+        if (ahead && !closed) pp.note += "; a message it sent for a later call waits here";
       }
       out.push_back(std::move(pp));
     }

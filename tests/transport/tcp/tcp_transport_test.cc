@@ -261,6 +261,43 @@ TEST(TcpTransport, APeerThatClosedIsAFailureOnlyWhenNeeded) {
   EXPECT_NE(errors[1].find("closed its communicator"), std::string::npos) << errors[1];
 }
 
+// A peer whose message waits here, parked (no receive posted for it yet), and
+// which then stops polling (stopped, or cut off) is reported as not
+// answering: having sent early does not make it reachable now.
+TEST(TcpTransport, APeerAheadThatStopsAnsweringIsReportedAsSuch) {
+  TempStore ts;
+  std::atomic<bool> reported{false};
+  std::vector<PeerProgress> seen;
+  auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {
+    std::vector<uint8_t> b(64, static_cast<uint8_t>(r == 1 ? 9 : 0));
+    if (r == 1) {
+      // A small message is done once written, before rank 0 asks for it.
+      wait_all(*t, {t->isend(0, b.data(), b.size())}, Clock::now() + 10s);
+      // Silent (no progress, so no status answers) until rank 0 has judged.
+      while (!reported.load()) std::this_thread::sleep_for(5ms);
+      return;
+    }
+    // Let the message's header arrive and park.
+    const auto until = Clock::now() + 300ms;
+    std::vector<RequestId> done;
+    while (Clock::now() < until) {
+      t->poll(done);
+      std::this_thread::sleep_for(1ms);
+    }
+    seen = t->peer_progress(Clock::now() + 300ms);
+    reported = true;
+    wait_all(*t, {t->irecv(1, b.data(), b.size(), nullptr)}, Clock::now() + 10s);
+    EXPECT_EQ(b[63], 9);
+  }, *ts.store());
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].rank, 1);
+  EXPECT_FALSE(seen[0].responsive);
+  EXPECT_NE(seen[0].note.find("does not answer"), std::string::npos) << seen[0].note;
+  EXPECT_NE(seen[0].note.find("waits here"), std::string::npos) << seen[0].note;
+}
+
 // Reads rank `rank`'s published port from the store.
 uint16_t published_port(Store& store, int rank) {
   const auto v = store.get("tcp/addr/" + std::to_string(rank), Clock::now() + 10s);
