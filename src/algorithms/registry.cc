@@ -31,7 +31,9 @@ namespace chorus {
   X(kReduceBroadcastAllreduce)      /* binomial.cc */           \
   X(kPipelinedChainBroadcast)       /* pipelined_chain.cc */    \
   X(kPipelinedChainReduce)          /* pipelined_chain.cc */    \
-  X(kScatterAllgatherBroadcast)     /* scatter_allgather.cc */
+  X(kScatterAllgatherBroadcast)     /* scatter_allgather.cc */  \
+  X(kOneShotAllreduce)              /* one_shot.cc */           \
+  X(kTwoShotAllreduce)              /* two_shot.cc */
 
 #define CHORUS_DECLARE_ALGORITHM(name) extern const Algorithm name;
 CHORUS_ALGORITHMS(CHORUS_DECLARE_ALGORITHM)

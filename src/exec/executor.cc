@@ -80,6 +80,9 @@ std::byte* Execution::address(const Region& r) const {
     case BufferKind::scratch:
       base = static_cast<std::byte*>(buffers_.scratch);
       break;
+    case BufferKind::window:
+      base = static_cast<std::byte*>(buffers_.window);
+      break;
   }
   if (base == nullptr) return nullptr;  // zero-sized or absent buffer; never dereferenced
   return base + r.offset * elem_size_;

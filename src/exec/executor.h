@@ -47,6 +47,7 @@ struct ExecBuffers {
   const void* input = nullptr;
   void* output = nullptr;
   void* scratch = nullptr;
+  void* window = nullptr;  // this rank's staging window (one-sided Programs)
 };
 
 class Execution {

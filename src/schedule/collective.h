@@ -27,6 +27,12 @@ struct CollectiveSpec {
   // The call averages (ReduceOp::avg): the Program ends by dividing the
   // reduced Output by N (OpKind::divide), so every interpreter sees it.
   bool average = false;
+  // The ranks share memory windows (one host, a transport that maps them):
+  // one-sided algorithms need it and decline without.
+  bool windows = false;
+  // This rank's Input and Output lie in shared windows (Communicator::window):
+  // peers read them in place, and a one-sided Program stages nothing.
+  bool window_buffers = false;
 };
 
 // Element counts of the Input and Output buffers of a call.

@@ -535,6 +535,11 @@ void Sim::start_one(uint32_t g, double t) {
         s.flags |= kReady;
       }
       break;
+    case OpKind::get:
+    case OpKind::get_reduce:
+    case OpKind::signal:
+    case OpKind::wait:
+      fail(ErrorCode::internal, "the simulator has no model of one-sided ops yet");
   }
 }
 

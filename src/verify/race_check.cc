@@ -97,6 +97,14 @@ class Sweep {
         add(o.dst, false);
         add(o.dst, true);
         break;
+      case OpKind::get: add(o.dst, true); break;
+      case OpKind::get_reduce:
+        add(o.src, false);
+        add(o.dst, true);
+        break;
+      case OpKind::signal:
+      case OpKind::wait:
+        break;
     }
   }
 

@@ -59,8 +59,6 @@ struct Failure {
   VerifyError error;
 };
 
-bool writes_dst(OpKind k) { return k != OpKind::send; }
-
 class Verifier {
   // The memory of every rank under one layout.
   struct World {

@@ -92,7 +92,7 @@ TEST(VerifyMutation, DroppedSendLeavesAReceiveUnmatched) {
 
 TEST(VerifyMutation, ExtraSendIsUnmatched) {
   auto p = build_all(kAllreduce, "ring", 3, 6);
-  p[0].ops.push_back({OpKind::send, 2, {BufferKind::input, 0, 2}, {}, 0, {}});
+  p[0].ops.push_back({OpKind::send, 2, {BufferKind::input, 0, 2}, {}, 0, {}, 0, {}, 0});
   expect_kind(check(kAllreduce, 3, 6, p), VerifyErrorKind::unmatched_send);
 }
 
@@ -101,7 +101,7 @@ TEST(VerifyMutation, DoubledReduceCountsAContributionTwice) {
   const OpIndex k = nth(p[0], OpKind::recv_reduce, 0);
   const Op& rr = p[0].ops[k];
   // Folds the rank's own input chunk in once more after it was reduced.
-  insert_after(p[0], k, {OpKind::reduce, -1, rr.src, rr.dst, rr.step, {}});
+  insert_after(p[0], k, {OpKind::reduce, -1, rr.src, rr.dst, rr.step, {}, 0, {}, 0});
   const VerifyResult r = check(kAllreduce, 3, 6, p);
   expect_kind(r, VerifyErrorKind::double_contribution);
   EXPECT_EQ(r.error->rank, 0);
@@ -308,7 +308,7 @@ TEST(VerifyMutation, OverlappingCopyOperands) {
   // After the copy, shift output[0,4) onto output[2,6): a memmove with no
   // defined order.
   insert_after(p[0], 0, {OpKind::copy, -1, {BufferKind::output, 0, 4},
-                         {BufferKind::output, 2, 4}, 0, {}});
+                         {BufferKind::output, 2, 4}, 0, {}, 0, {}, 0});
   expect_kind(check(kAllreduce, 1, 6, p), VerifyErrorKind::overlapping_operands);
 }
 
@@ -323,7 +323,7 @@ TEST(VerifyMutation, BroadcastMustNotReadInputOffTheRoot) {
       changed = true;
     }
   if (!changed) q.ops.insert(q.ops.begin(), {OpKind::copy, -1, {BufferKind::input, 0, 5},
-                                             {BufferKind::output, 0, 5}, 0, {}});
+                                             {BufferKind::output, 0, 5}, 0, {}, 0, {}, 0});
   const VerifyResult r = check(Collective::broadcast, 4, 5, p, 1);
   expect_kind(r, VerifyErrorKind::forbidden_access);
   EXPECT_EQ(r.error->rank, 2);
@@ -332,7 +332,7 @@ TEST(VerifyMutation, BroadcastMustNotReadInputOffTheRoot) {
 TEST(VerifyMutation, ReduceMustNotWriteOutputOffTheRoot) {
   auto p = build_all(Collective::reduce, "binomial", 4, 5, /*root=*/0);
   p[3].ops.push_back({OpKind::copy, -1, {BufferKind::input, 0, 5}, {BufferKind::output, 0, 5},
-                      0, {}});
+                      0, {}, 0, {}, 0});
   const VerifyResult r = check(Collective::reduce, 4, 5, p, 0);
   expect_kind(r, VerifyErrorKind::forbidden_access);
   EXPECT_EQ(r.error->rank, 3);
