@@ -36,6 +36,30 @@ namespace detail {
 class CommunicatorImpl;
 struct WorkState;
 }  // namespace detail
+class SharedWindow;
+
+// Memory that every rank of a communicator on one host (shm or inproc) can
+// address: Communicator::window() makes one on every rank. Collectives whose
+// buffers lie in windows read the peers' data in place, without the copies
+// ordinary buffers need (every rank passes window buffers, or none).
+// A Window is a shared handle: the memory lives while any copy of it does
+// here, and while any rank still maps it; nothing outlives the last rank,
+// however it ends (no file is left in /dev/shm or elsewhere).
+//   chorus::Window w = comm.window(n * sizeof(float));
+//   auto* v = static_cast<float*>(w.data());
+//   comm.allreduce(v, v, n, chorus::DataType::float32, chorus::ReduceOp::sum);
+class Window {
+ public:
+  Window() = default;
+  void* data() const;
+  size_t size() const;  // bytes
+  explicit operator bool() const { return window_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  explicit Window(std::shared_ptr<SharedWindow> window) : window_(std::move(window)) {}
+  std::shared_ptr<SharedWindow> window_;
+};
 
 // Handle on an asynchronous collective. wait() and done() on a Work whose
 // Communicator has been destroyed raise Error(invalid_argument).
@@ -78,6 +102,11 @@ class Communicator {
   // still waited for. CHORUS_FLIGHT_RECORDER=DIR also writes it to
   // DIR/chorus-flight-rank<R>.json whenever a call fails.
   std::string flight_record() const;
+
+  // A collective: every rank calls it with the same `bytes`, in the same
+  // order as its other calls. Raises Error(invalid_argument) where the ranks
+  // share no memory (tcp, shm+tcp, or one rank).
+  Window window(size_t bytes);
 
   // recv[i] = op over all ranks of send[i], on every rank; count elements each.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,

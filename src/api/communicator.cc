@@ -104,6 +104,72 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
       sent_to_(static_cast<size_t>(size_), 0),
       received_from_(static_cast<size_t>(size_), 0) {
   engine_.set_stop(&abort_requested_, [this] { check_abort(); });
+  if (transport_->shares_memory()) {
+    windows_ = std::make_unique<WindowSet>(
+        rank_, size_, [this](const WindowRecord& mine) { return exchange_records(mine); });
+    engine_.set_windows(windows_.get());
+  }
+}
+
+std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord& mine) {
+  // A ring allgather of the records' bytes, numbered like any collective.
+  const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
+  CHORUS_CHECK(ring != nullptr);
+  const CollectiveSpec spec{Collective::allgather, size_, rank_, sizeof(WindowRecord), 1, 0};
+  auto program = prepare(build_program(*ring, spec));
+  std::vector<WindowRecord> all(static_cast<size_t>(size_));
+  std::vector<std::byte> scratch(program->program.scratch_count);
+  const CallStamp stamp =
+      collective_stamp(++collective_seq_, Collective::allgather, algorithm_stamp_id(*ring),
+                       DataType::uint8, false, ReduceOp::sum, sizeof(WindowRecord), 0);
+  begin_call(stamp);
+  auto exec = std::make_shared<Execution>(
+      program, ExecBuffers{&mine, all.data(), scratch.data()}, DataType::uint8, ReduceOp::sum,
+      CallLabel{"window exchange", "ring"}, deadline_after(config_.timeout, Clock::now()), stamp);
+  try {
+    engine_.enqueue(exec);
+    engine_.wait(*exec);
+  } catch (...) {
+    fail_all(std::current_exception());
+    std::rethrow_exception(broken_);
+  }
+  return all;
+}
+
+std::shared_ptr<SharedWindow> CommunicatorImpl::create_window(size_t bytes) {
+  CallGuard guard(call_state_);
+  enter_call();
+  const CallSite where{rank(), "window"};
+  if (!windows_)
+    fail(ErrorCode::invalid_argument, where, "the ranks of this communicator share no memory (",
+         transport_->name(), "): windows need every rank on one host, over shm or inproc");
+  // Earlier calls first: the exchange is a collective call behind them.
+  for (const auto& w : outstanding_) engine_.wait(w->exec);
+  retire_done();
+  return windows_->create_user_window(bytes);
+}
+
+void CommunicatorImpl::prepare_one_sided(const CallDescriptor& call, const CollectiveSpec& spec,
+                                         const PreparedProgram& prepared) {
+  // A one-sided call runs alone: its flags and the staging window are the
+  // communicator's, one call's at a time.
+  for (const auto& w : outstanding_) engine_.wait(w->exec);
+  retire_done();
+  const Program& program = prepared.program;
+  const size_t es = spec.elem_size;
+  windows_->prepare(checked_mul(program.window_count, es, "staging window size"));
+  SharedPlace input;
+  SharedPlace output;
+  if (spec.window_buffers) {
+    const BufferCounts counts = buffer_counts(spec);
+    CHORUS_CHECK(windows_->find_user_window(call.send, counts.input * es, input));
+    CHORUS_CHECK(windows_->find_user_window(call.recv, counts.output * es, output));
+  } else {
+    if (program.window_input != SIZE_MAX) input.offset = program.window_input * es;
+    if (program.window_output != SIZE_MAX) output.offset = program.window_output * es;
+  }
+  // The call's number: after the exchanges that growing the window made.
+  windows_->publish(collective_seq_ + 1, input, output);
 }
 
 CommunicatorImpl::CallGuard::CallGuard(std::atomic<int>& state) : state_(state) {
@@ -275,10 +341,11 @@ const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& s
   if (last_key_ != nullptr && last_key_->collective == spec.collective &&
       last_key_->count == spec.count && last_key_->elem_size == spec.elem_size &&
       last_key_->root == spec.root && last_key_->average == spec.average &&
+      last_key_->window_buffers == spec.window_buffers &&
       last_key_->algorithm_option == options.algorithm)
     return *last_plan_;
-  PlanKey key{spec.collective, spec.count,        spec.elem_size,
-              spec.root,       spec.average,      options.algorithm};
+  PlanKey key{spec.collective, spec.count,   spec.elem_size,        spec.root,
+              spec.average,    spec.window_buffers, options.algorithm};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     const Algorithm& algo = choose(spec, options);
@@ -339,15 +406,32 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
        call.collective == Collective::reduce);
   CollectiveSpec spec{call.collective, size(), rank(),  call.count,
                       es,              call.root, config_.segment_bytes, average};
+  if (windows_) {
+    spec.windows = true;
+    const BufferCounts counts = buffer_counts(spec);
+    SharedPlace unused;
+    spec.window_buffers = call.send != nullptr && call.recv != nullptr &&
+                          windows_->find_user_window(call.send, counts.input * es, unused) &&
+                          windows_->find_user_window(call.recv, counts.output * es, unused);
+  }
   const Plan& plan = plan_for(spec, options);
-  const std::shared_ptr<const PreparedProgram>& program = plan.program;
+  const std::shared_ptr<const PreparedProgram> program = plan.program;
+  if (program->one_sided) {
+    try {
+      prepare_one_sided(call, spec, *program);
+    } catch (...) {
+      fail_all(std::current_exception());
+      std::rethrow_exception(broken_);
+    }
+  }
   const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
                                            call.type, reduces, call.op, call.count, call.root);
   begin_call(stamp);
   auto work = new_work();
   work->scratch = pool_.take(program->program.scratch_count * es);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
-  ExecBuffers buffers{call.send, call.recv, work->scratch.data.get()};
+  ExecBuffers buffers{call.send, call.recv, work->scratch.data.get(),
+                      windows_ ? windows_->staging() : nullptr};
   work->exec.restart(program, buffers, call.type, call.op,
                      CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max(),
                      stamp);
@@ -607,6 +691,13 @@ int Communicator::rank() const { return impl().rank(); }
 std::string Communicator::flight_record() const {
   return guarded("flight_record", [&] { return impl().flight_record(); });
 }
+
+Window Communicator::window(size_t bytes) {
+  return guarded("window", [&] { return Window(impl().create_window(bytes)); });
+}
+
+void* Window::data() const { return window_ ? window_->data() : nullptr; }
+size_t Window::size() const { return window_ ? window_->bytes() : 0; }
 
 void Communicator::abort(std::string_view reason) {
   guarded("abort", [&] { impl().abort(reason); });

@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "exec/executor.h"
 #include "transport/transport.h"
+#include "transport/window.h"
 #include "tune/selector.h"
 
 #include <chorus/communicator.h>
@@ -117,6 +118,9 @@ class CommunicatorImpl {
   // Communicator::abort: any thread, never blocks (see communicator.h).
   void abort(std::string_view reason);
 
+  // Communicator::window: a collective allocation of `bytes` on every rank.
+  std::shared_ptr<SharedWindow> create_window(size_t bytes);
+
   // The algorithm a call would use (after overrides and fallback).
   const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) {
     return selector_->choose(spec, options.algorithm);
@@ -138,6 +142,7 @@ class CommunicatorImpl {
     size_t elem_size = 0;
     int root = 0;
     bool average = false;
+    bool window_buffers = false;
     std::string algorithm_option;  // CallOptions::algorithm
     auto operator<=>(const PlanKey&) const = default;
   };
@@ -166,6 +171,13 @@ class CommunicatorImpl {
    private:
     std::atomic<int>& state_;
   };
+  // One-sided calls: the places a call's peers read, published before its
+  // first op; the staging window grown first where the Program needs more.
+  void prepare_one_sided(const CallDescriptor& call, const CollectiveSpec& spec,
+                         const PreparedProgram& program);
+  // An allgather of one WindowRecord per rank, run as a collective call
+  // (how the ranks of a window exchange their files).
+  std::vector<WindowRecord> exchange_records(const WindowRecord& mine);
   void retire(WorkState& work);
   // Retires every outstanding call whose execution is done, in order.
   void retire_done();
@@ -183,6 +195,8 @@ class CommunicatorImpl {
   Config config_;
   Engine engine_;
   std::unique_ptr<Selector> selector_;
+  // Shared windows, where the transport shares memory (shm, inproc).
+  std::unique_ptr<WindowSet> windows_;
   ScratchPool pool_;
   std::vector<std::shared_ptr<WorkState>> outstanding_;
   std::exception_ptr broken_;  // set once a call failed: the communicator is unusable

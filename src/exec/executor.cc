@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace chorus {
 
@@ -13,6 +14,11 @@ namespace {
 constexpr size_t kCompactAfter = 64;
 // How long a timed-out call waits for its peers' answers to a stall report.
 constexpr auto kStallReportWait = std::chrono::milliseconds(250);
+// A one-sided wait: polls before yielding the core, then yields before
+// napping between polls.
+constexpr int kWaitSpinRounds = 200;
+constexpr int kWaitYieldRounds = 20000;
+constexpr auto kWaitNap = std::chrono::microseconds(50);
 }  // namespace
 
 std::string CallLabel::str() const {
@@ -27,6 +33,7 @@ std::shared_ptr<const PreparedProgram> prepare(Program program) {
   p->dependents_begin.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const Op& o = program.ops[i];
+    p->one_sided |= is_one_sided(o.kind);
     p->dep_count[i] = static_cast<uint32_t>(o.deps.size());
     for (OpIndex d : o.deps) {
       if (d >= i)
@@ -94,9 +101,10 @@ std::string Execution::pending_summary() const {
   for (size_t i = 0; i < state_.size() && shown < 4; ++i) {
     if ((state_[i] & kFinished) || missing_deps_[i] > 0) continue;
     const Op& o = program_->ops[i];
+    const bool outward = o.kind == OpKind::send || o.kind == OpKind::signal;
     s += str_cat(shown ? "; " : "", to_string(o.kind),
-                 has_peer(o.kind)
-                     ? str_cat(o.kind == OpKind::send ? " to" : " from", " peer ", o.peer)
+                 has_peer(o.kind) || is_one_sided(o.kind)
+                     ? str_cat(outward ? " to" : " from", " peer ", o.peer)
                      : std::string(),
                  " (op ", i, " of ", state_.size(), ")");
     ++shown;
@@ -113,6 +121,9 @@ Engine::Engine(Transport& transport)
 
 void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
   Execution& e = *exec;
+  if (e.prepared_->one_sided && (windows_ == nullptr || !windows_->ready()))
+    fail(ErrorCode::internal, "rank ", rank_, ": ", e.context(),
+         ": a one-sided Program without shared windows");
   active_.push_back(exec);
   const auto& ops = e.program_->ops;
   if (tracer_ != nullptr) {
@@ -154,7 +165,9 @@ void Engine::start_local(Execution& e, OpIndex op) {
   e.state_[op] &= static_cast<uint8_t>(~Execution::kReady);
   const size_t bytes = o.dst.count * e.elem_size_;
   if (tracer_ != nullptr) e.started_ns_[op] = now_ticks_;
-  if (bytes > 0) {
+  if (is_one_sided(o.kind)) {
+    if (!run_one_sided(e, op)) return;
+  } else if (bytes > 0) {
     std::byte* dst = e.address(o.dst);
     const std::byte* src = o.kind == OpKind::divide ? nullptr : e.address(o.src);
     if (o.kind == OpKind::copy) {
@@ -170,6 +183,58 @@ void Engine::start_local(Execution& e, OpIndex op) {
     trace(e, op, now_ticks_);
   }
   finish_op(e, op);
+}
+
+bool Engine::run_one_sided(Execution& e, OpIndex op) {
+  const Op& o = e.program_->ops[op];
+  const uint32_t seq = e.stamp_.seq;
+  switch (o.kind) {
+    case OpKind::signal:
+      windows_->signal(o.peer, o.flag, seq);
+      return true;
+    case OpKind::wait:
+      if (windows_->signalled(o.peer, o.flag, seq)) return true;
+      waits_.push_back({&e, op});
+      return false;
+    case OpKind::get:
+    case OpKind::get_reduce: {
+      const size_t bytes = o.dst.count * e.elem_size_;
+      if (bytes == 0) return true;
+      const std::byte* remote = windows_->peer_address(o.peer, seq, o.remote.buffer,
+                                                       o.remote.offset * e.elem_size_, bytes);
+      std::byte* dst = e.address(o.dst);
+      if (o.kind == OpKind::get)
+        std::memcpy(dst, remote, bytes);
+      else
+        reduce_into(e.type_, e.op_, dst, e.address(o.src), remote, o.dst.count);
+      return true;
+    }
+    default:
+      CHORUS_CHECK(false);
+  }
+  return true;
+}
+
+bool Engine::check_waits() {
+  bool any = false;
+  for (size_t i = 0; i < waits_.size();) {
+    const Pending p = waits_[i];
+    const Op& o = p.exec->program_->ops[p.op];
+    if (!windows_->signalled(o.peer, o.flag, p.exec->stamp_.seq)) {
+      ++i;
+      continue;
+    }
+    waits_[i] = waits_.back();
+    waits_.pop_back();
+    if (tracer_ != nullptr) {
+      now_ticks_ = Tracer::ticks();
+      trace(*p.exec, p.op, now_ticks_);
+    }
+    finish_op(*p.exec, p.op);
+    any = true;
+  }
+  if (any) std::erase_if(active_, [](const auto& e) { return e->done(); });
+  return any;
 }
 
 // Posts the head ops of a peer queue while they are ready.
@@ -261,6 +326,7 @@ void Engine::poll() {
   done_scratch_.clear();
   transport_.poll(done_scratch_);
   dispatch(done_scratch_);
+  if (!waits_.empty()) check_waits();
 }
 
 void Engine::timed_out(const Execution& e) {
@@ -298,10 +364,35 @@ std::string Engine::stall_report(const Execution& e) {
 }
 
 void Engine::wait(const Execution& exec) {
+  // While one-sided waits are queued, flags are polled between short looks
+  // at the transport: spinning first (a flag is usually raised within
+  // microseconds), then handing the core over, since the peer that raises it
+  // may need this very core.
+  int idle_rounds = 0;
   while (!exec.done()) {
     Deadline deadline = exec.deadline();
     for (const auto& a : active_) deadline = std::min(deadline, a->deadline());
     done_scratch_.clear();
+    if (!waits_.empty()) {
+      transport_.poll(done_scratch_);
+      if (stop_ != nullptr && stop_->load(std::memory_order_acquire)) on_stop_();
+      dispatch(done_scratch_);
+      const bool progressed = check_waits() || !done_scratch_.empty();
+      if (progressed) {
+        idle_rounds = 0;
+        continue;
+      }
+      if (++idle_rounds > kWaitSpinRounds) {
+        if (Clock::now() >= deadline) {
+          for (const auto& a : active_)
+            if (a->deadline() <= deadline) timed_out(*a);
+          timed_out(exec);
+        }
+        std::this_thread::yield();
+        if (idle_rounds > kWaitYieldRounds) std::this_thread::sleep_for(kWaitNap);
+      }
+      continue;
+    }
     transport_.wait_some(done_scratch_, deadline);
     if (stop_ != nullptr && stop_->load(std::memory_order_acquire)) on_stop_();
     if (done_scratch_.empty()) {

@@ -11,6 +11,7 @@
 #include "exec/trace.h"
 #include "schedule/program.h"
 #include "transport/transport.h"
+#include "transport/window.h"
 
 #include <chorus/types.h>
 
@@ -39,6 +40,7 @@ struct PreparedProgram {
   std::vector<uint32_t> dep_count;          // per op
   std::vector<uint32_t> dependents_begin;   // CSR offsets, ops + 1 entries
   std::vector<OpIndex> dependents;
+  bool one_sided = false;  // has get, get_reduce, signal or wait ops
 };
 // Checks that deps name earlier ops and builds the inverted graph.
 std::shared_ptr<const PreparedProgram> prepare(Program program);
@@ -118,6 +120,9 @@ class Engine {
   // Records every op of the executions enqueued from now on (exec/trace.h);
   // nullptr: none (the default).
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // The shared windows that one-sided ops use; a Program with one-sided ops
+  // fails without them.
+  void set_windows(WindowSet* windows) { windows_ = windows; }
 
  private:
   struct Pending {
@@ -127,6 +132,10 @@ class Engine {
   void finish_op(Execution& e, OpIndex op);
   void op_ready(Execution& e, OpIndex op);
   void start_local(Execution& e, OpIndex op);
+  // A one-sided op; false for a wait whose flag is not raised yet (queued).
+  bool run_one_sided(Execution& e, OpIndex op);
+  // Finishes every queued wait whose flag is now raised; whether any did.
+  bool check_waits();
   void pump_peer(int peer, bool sends);
   void dispatch(const std::vector<RequestId>& done);
   void track(RequestId id, Pending pending);
@@ -138,6 +147,9 @@ class Engine {
 
   Transport& transport_;
   Tracer* tracer_ = nullptr;
+  WindowSet* windows_ = nullptr;
+  // One-sided waits whose flag was not raised when they became ready.
+  std::vector<Pending> waits_;
   // While traced: the last Tracer::ticks() read, which ops that start in the
   // same burst (an enqueue, a completion and what it readies) share.
   int64_t now_ticks_ = 0;

@@ -104,6 +104,9 @@ class Transport {
   virtual int size() const = 0;
   // Short name for messages and logs: "inproc", "shm", "tcp".
   virtual std::string_view name() const = 0;
+  // Whether every rank runs on this host and can map the others' memory
+  // (transport/window.h): what one-sided Programs need. shm and inproc do.
+  virtual bool shares_memory() const { return false; }
 
   // `stamp`: the call the message belongs to (the zero stamp outside calls).
   virtual RequestId isend(int peer, const void* data, size_t bytes,

@@ -33,7 +33,9 @@ std::vector<GridParam> all_params() {
       // An algorithm that declines a rank count as a whole (recursive
       // doubling AllGather off powers of two) is not gridded there; that it
       // declines with a reason is checked below.
-      const CollectiveSpec spec{a.collective, n, 0, 1, 4, 0};
+      // In-process ranks share windows, as the communicators do.
+      CollectiveSpec spec{a.collective, n, 0, 1, 4, 0};
+      spec.windows = true;
       if (supports(a, spec)) out.push_back({&a, n});
     }
   }
@@ -44,7 +46,9 @@ class CollectiveGrid : public ::testing::TestWithParam<GridParam> {};
 
 TEST_P(CollectiveGrid, MatchesReferenceExactly) {
   const GridParam p = GetParam();
-  const auto cases = test::grid_cases(p.algo->collective, p.nranks, /*include_large=*/true);
+  auto cases = test::grid_cases(p.algo->collective, p.nranks, /*include_large=*/true);
+  // One-sided algorithms also over buffers in shared windows.
+  if (test::needs_windows(*p.algo)) cases = test::with_window_buffers(cases);
   std::vector<std::string> errors;
   std::mutex mu;
   size_t skipped = 0;
@@ -52,9 +56,7 @@ TEST_P(CollectiveGrid, MatchesReferenceExactly) {
   testing::run_ranks(p.nranks, [&](Communicator& comm) {
     std::vector<test::GridCase> served;
     for (const auto& c : cases) {
-      CollectiveSpec spec{c.collective, comm.size(), comm.rank(), c.count,
-                          dtype_size(c.type), c.root};
-      if (supports(*p.algo, spec)) served.push_back(c);
+      if (supports(*p.algo, test::case_spec(comm, c))) served.push_back(c);
     }
     auto e = test::run_grid(comm, served, std::string(p.algo->name), &cache);
     std::lock_guard lock(mu);

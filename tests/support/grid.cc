@@ -1,5 +1,6 @@
 #include "support/grid.h"
 #include "algorithms/algorithm.h"
+#include "api/communicator_impl.h"
 
 #include "core/check.h"
 #include "perf/perf_check.h"
@@ -41,7 +42,31 @@ std::vector<std::byte> poisoned(DataType t, size_t count) {
 
 std::string GridCase::describe() const {
   return str_cat(to_string(collective), " count=", count, " ", to_string(type), " ", to_string(op),
-                 " root=", root, in_place ? " in-place" : " out-of-place");
+                 " root=", root, in_place ? " in-place" : " out-of-place",
+                 window ? " window buffers" : "");
+}
+
+std::vector<GridCase> with_window_buffers(const std::vector<GridCase>& cases) {
+  std::vector<GridCase> out = cases;
+  for (GridCase c : cases) {
+    c.window = true;
+    out.push_back(c);
+  }
+  return out;
+}
+
+bool needs_windows(const Algorithm& algorithm) {
+  CollectiveSpec spec{algorithm.collective, 2, 0, 1, 4, 0};
+  spec.windows = false;
+  const bool without = static_cast<bool>(supports(algorithm, spec));
+  spec.windows = true;
+  return !without && static_cast<bool>(supports(algorithm, spec));
+}
+
+CollectiveSpec case_spec(const Communicator& comm, const GridCase& c) {
+  CollectiveSpec spec{c.collective, comm.size(), comm.rank(), c.count, dtype_size(c.type), c.root};
+  spec.windows = comm.impl().transport().shares_memory();
+  return spec;
 }
 
 std::shared_ptr<const std::vector<std::byte>> ReferenceCache::get(Collective c, DataType t,
@@ -77,12 +102,28 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
   const std::vector<std::byte>& expect = *expect_ptr;
   // Output buffers start as poison so that an unwritten element shows.
   std::vector<std::byte> result;
+  if (c.window && c.collective != Collective::allreduce)
+    fail(ErrorCode::internal, "grid: window buffers only for allreduce cases");
   switch (c.collective) {
     case Collective::allreduce:
     case Collective::broadcast:
     case Collective::reduce: {
       std::vector<std::byte> out = poisoned(c.type, c.count);
       if (c.in_place) out = input;
+      if (c.window) {
+        // The same calls on every rank: windows are collective.
+        const size_t bytes = c.count * es;
+        Window win_out = comm.window(bytes);
+        Window win_in = c.in_place ? win_out : comm.window(bytes);
+        if (bytes > 0) {
+          std::memcpy(win_out.data(), out.data(), bytes);
+          if (!c.in_place) std::memcpy(win_in.data(), input.data(), bytes);
+        }
+        comm.allreduce(win_in.data(), win_out.data(), c.count, c.type, c.op, opts);
+        if (bytes > 0) std::memcpy(out.data(), win_out.data(), bytes);
+        result = std::move(out);
+        break;
+      }
       const void* send = c.in_place ? out.data() : input.data();
       if (c.collective == Collective::allreduce)
         comm.allreduce(send, out.data(), c.count, c.type, c.op, opts);
@@ -205,8 +246,7 @@ size_t run_every_algorithm(Communicator& comm, bool include_large,
     std::vector<GridCase> served;
     for (const auto& c : grid_cases(a.collective, n, include_large)) {
       if (!keep(c)) continue;
-      CollectiveSpec spec{c.collective, n, comm.rank(), c.count, dtype_size(c.type), c.root};
-      if (supports(a, spec)) served.push_back(c);
+      if (supports(a, case_spec(comm, c))) served.push_back(c);
     }
     auto e = run_grid(comm, served, std::string(a.name), cache);
     cases_run += served.size();

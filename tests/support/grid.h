@@ -10,6 +10,7 @@
 
 #include <chorus/chorus.h>
 
+#include "algorithms/algorithm.h"
 #include "schedule/collective.h"
 
 #include <cstddef>
@@ -31,6 +32,9 @@ struct GridCase {
   ReduceOp op;
   int root;
   bool in_place;
+  // The call's buffers lie in shared windows (Communicator::window), made
+  // for the call by every rank alike.
+  bool window = false;
   std::string describe() const;
 };
 
@@ -57,6 +61,14 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
 // {0, 1, N-1, N+1} x every dtype x every op that applies x in/out of place x a
 // few roots, plus `large` (1000003 elements) on a slice of dtype/op pairs.
 std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large);
+
+// `cases` and each of them again with its buffers in shared windows.
+std::vector<GridCase> with_window_buffers(const std::vector<GridCase>& cases);
+// Whether `algorithm` runs only where the ranks share windows (one-sided).
+bool needs_windows(const Algorithm& algorithm);
+// The spec of a grid case on `comm`'s rank, with windows where `comm` has
+// them.
+CollectiveSpec case_spec(const Communicator& comm, const GridCase& c);
 
 // Runs every case twice on `comm` (two calls per collective on one
 // communicator); returns the mismatches found.

@@ -195,6 +195,7 @@ class InprocTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return world_->size(); }
   std::string_view name() const override { return "inproc"; }
+  bool shares_memory() const override { return true; }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     check_peer(peer);

@@ -167,6 +167,7 @@ class ShmTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view name() const override { return "shm"; }
+  bool shares_memory() const override { return true; }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     Peer& p = peer_at(peer, "isend");

@@ -499,12 +499,12 @@ void run_grid_over_shm(int n, Collective c, const std::string& algorithm, bool l
     opt.deadline = Clock::now() + 30s;
     Communicator comm = make_communicator(make_shm_transport(store, rank, n, opt), config);
     std::vector<test::GridCase> served;
-    for (const auto& g : test::grid_cases(c, n, large)) {
-      const Algorithm* a = find_algorithm(c, algorithm);
-      require(a != nullptr, "no algorithm ", algorithm);
-      if (supports(*a, CollectiveSpec{g.collective, n, rank, g.count, dtype_size(g.type), g.root}))
-        served.push_back(g);
-    }
+    const Algorithm* a = find_algorithm(c, algorithm);
+    require(a != nullptr, "no algorithm ", algorithm);
+    auto cases = test::grid_cases(c, n, large);
+    if (test::needs_windows(*a)) cases = test::with_window_buffers(cases);
+    for (const auto& g : cases)
+      if (supports(*a, test::case_spec(comm, g))) served.push_back(g);
     require(!must_serve || !served.empty(), algorithm, " serves no case of the grid");
     const auto errors = test::run_grid(comm, served, algorithm);
     require(errors.empty(), errors.size(),
@@ -522,6 +522,19 @@ TEST(ShmGrid, RingAllreduceThreeProcesses) {
 TEST(ShmGrid, RingAllreduceFourProcesses) {
   run_grid_over_shm(4, Collective::allreduce, "ring", true);
 }
+// The one-sided algorithms at every N from 1 to 8, over ordinary buffers
+// (staged through the staging window) and over buffers in shared windows,
+// with the large case at N = 2 and N = 5.
+TEST(ShmGrid, OneSidedAlgorithmsOneToEightProcesses) {
+  for (const Algorithm& a : all_algorithms()) {
+    if (!test::needs_windows(a)) continue;
+    for (int n = 1; n <= 8; ++n) {
+      SCOPED_TRACE(str_cat(to_string(a.collective), "(", a.name, ") N=", n));
+      run_grid_over_shm(n, a.collective, std::string(a.name), n == 2 || n == 5);
+    }
+  }
+}
+
 // Every registered algorithm, at N=3 and N=4 without the large case.
 TEST(ShmGrid, EveryAlgorithmThreeAndFourProcesses) {
   for (const Algorithm& a : all_algorithms()) {
