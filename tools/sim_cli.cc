@@ -101,7 +101,7 @@ void write_trace(const Args& a, const SimSweepSpec& spec, const Topology& topo, 
   const Algorithm& al = *spec.algorithms[0];
   const int n = spec.ranks;
   const size_t count = sweep_count(spec.collective, n, spec.sizes[0], spec.elem_size);
-  CollectiveSpec cs{spec.collective, n, 0, count, spec.elem_size, 0};
+  CollectiveSpec cs = sweep_call(spec, topo, count);
   for (int r = 0; r < n; ++r) {
     cs.rank = r;
     if (Support s = supports(al, cs); !s)
@@ -122,8 +122,9 @@ void write_trace(const Args& a, const SimSweepSpec& spec, const Topology& topo, 
       const Op& o = p.ops[i];
       const OpTime& t = res.op_times[static_cast<size_t>(r)][i];
       const Region& region = o.kind == OpKind::send ? o.src : o.dst;
+      const bool peer = has_peer(o.kind) || is_one_sided(o.kind);
       rt.ops.push_back({t.start * 1e6, (t.end - t.start) * 1e6, region.count * spec.elem_size, 1,
-                        static_cast<uint32_t>(i), o.kind, has_peer(o.kind) ? o.peer : -1,
+                        static_cast<uint32_t>(i), o.kind, peer ? o.peer : -1,
                         to_string(spec.collective), al.name});
     }
   }
@@ -325,7 +326,9 @@ int sim_cli_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   app.add_option("--inter-alpha", a.inter_alpha, "hier:K inter-host latency (default --alpha)");
   app.add_option("--inter-beta", a.inter_beta, "hier:K inter-host bandwidth (default --beta)");
   app.add_option("--ports", a.ports, "send and receive ports per rank: 1 or 2");
-  app.add_option("--topology", a.topology, "switch, ring, hypercube, hier:K or FILE.json");
+  app.add_option("--topology", a.topology,
+                 "switch, ring, hypercube, hier:K or FILE.json (ranks on one host share "
+                 "windows: the one-sided algorithms run only there)");
   app.add_option("--algo", a.algos, "comma list of algorithms, or all");
   app.add_option("--dtype", a.dtype, "element type (float32, ...)");
   app.add_option("--json", a.json, "write the rows as JSON to this file");

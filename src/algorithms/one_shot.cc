@@ -17,9 +17,11 @@
 //                      r2.in ----get----+
 //
 // Per rank: reads (N-1) M from peers, writes M; N - 1 reductions of M.
-// Cost (switch; a get is a transfer from the peer at alpha + bytes/beta on
-// the reader's port, a signal arrives after alpha):
+// Cost (switch, 1 or 2 ports: the gets run one after another; a get is a
+// transfer from the peer at alpha + bytes/beta on the reader's receive port
+// only, a signal arrives after alpha and holds no port):
 //   2 alpha + (N-1) (alpha + M/beta + M gamma)
+// (kReady's alpha, N-1 gets each followed by its reduction, kDone's alpha.)
 //
 // Constraints: shared windows (every rank on one host over shm or inproc).
 #include "algorithms/algorithm.h"

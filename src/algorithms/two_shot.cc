@@ -23,9 +23,12 @@
 //     r2: [c0 c1 c2]    r2: a2+b2+c2
 //
 // Per rank: reads 2 (N-1)/N M from peers; (N-1)/N M reduced.
-// Cost (switch, even blocks; gets as in one_shot.cc, the reads of step 3
-// issued together, so that their alphas overlap):
-//   4 alpha + (N-1) (alpha + M/(N beta) + M gamma / N) + (N-1) M/(N beta)
+// Cost (switch, d ports, even blocks; gets as in one_shot.cc, the reads of
+// step 3 issued together, so that their alphas overlap and d of them share
+// the reader's ports at a time):
+//   4 alpha + (N-1) (alpha + M/(N beta) + M gamma / N) + ceil((N-1)/d) M/(N beta)
+// (kReady's alpha, step 2's N-1 gets one after another, kReduced's alpha,
+// step 3's alpha and its N-1 blocks, kDone's alpha.)
 //
 // Constraints: shared windows (every rank on one host over shm or inproc).
 #include "algorithms/algorithm.h"
@@ -85,13 +88,15 @@ Program build_two_shot_allreduce(const CollectiveSpec& spec) {
 
 Prediction two_shot_time(int n, double m, const CostParams& p) {
   const double block = m / n;
+  const int d = p.ports > 1 ? p.ports : 1;
+  const int rounds = (n - 1 + d - 1) / d;  // step 3's reads, d at a time
   return Prediction::time(4 * p.alpha + (n - 1) * (p.alpha + block / p.beta + block * p.gamma) +
-                          (n - 1) * block / p.beta);
+                          rounds * block / p.beta);
 }
 
 constexpr ClosedForm kAllreduceCost[] = {
     {two_shot_time, 0, "switch",
-     "4 alpha + (N-1) (alpha + M/(N beta) + M gamma / N) + (N-1) M/(N beta)"}};
+     "4 alpha + (N-1) (alpha + M/(N beta) + M gamma / N) + ceil((N-1)/d) M/(N beta)"}};
 
 }  // namespace
 

@@ -156,12 +156,17 @@ class EventQueue {
   std::vector<Item> none_;
 };
 
-// A message in flight over more than one hop.
+// What a hop carries: a message, or a get's data (which books a copy's memory
+// traffic); a get's first hop holds nothing of the rank it reads from.
+enum class HopKind : uint8_t { message, get_first, get_forward };
+
+// A message or a get in flight over more than one hop.
 struct Flight {
-  uint32_t recv;      // global op id of the receive it delivers to
+  uint32_t recv;      // global op id of the receive (or get) it delivers to
   uint32_t next_hop;  // index into Sim::hops_ of the hop to request next
   uint32_t end_hop;   // one past its last hop
   double bytes;
+  HopKind kind;  // of the hops still to come: message or get_forward
 };
 
 // Storage for the run's big per-op arrays (hundreds of MB at millions of
@@ -218,10 +223,11 @@ using BigVector = std::vector<T, BigAllocator<T>>;
 // in one cache line or two rather than a line in each of a dozen arrays.
 struct OpState {
   double bytes = 0;       // elements * elem_size
-  double t = 0;           // receives: when they started or were delivered, whichever came first
+  double t = 0;           // receives, waits: when they started or were delivered, whichever
+                          // came first; gets: when they started
   uint32_t blockers = 0;  // deps not yet done, + 1 while the channel predecessor has not started
   uint32_t chan_next = kNone;
-  uint32_t partner = kNone;  // matched op of a send or receive
+  uint32_t partner = kNone;  // matched op of a send or receive, a signal or wait
   uint32_t dep_begin = 0;    // its dependents: Sim::dependents_[dep_begin, next op's dep_begin)
   int rank = 0;
   OpKind kind = OpKind::copy;
@@ -229,8 +235,8 @@ struct OpState {
 };
 constexpr uint8_t kStarted = 1;
 constexpr uint8_t kDone = 2;
-constexpr uint8_t kReady = 4;    // a receive that has started
-constexpr uint8_t kArrived = 8;  // a receive whose delivery time is known
+constexpr uint8_t kReady = 4;    // a receive, get or wait that has started
+constexpr uint8_t kArrived = 8;  // a receive or wait whose delivery time is known
 
 class Sim {
  public:
@@ -241,9 +247,12 @@ class Sim {
 
  private:
   void index();
+  void check_one_sided(size_t r, size_t i, const Op& o);
+  void match_flags();
   void prefetch_ahead() const;
   void push(double t, EventKind kind, uint32_t id) { queue_.push(t, kind, id); }
-  double book(const Hop& hop, double t, double bytes);
+  double book(const Hop& hop, double t, double bytes, HopKind kind = HopKind::message);
+  void transfer(uint32_t g, int from, int to, double t, double bytes, HopKind kind);
   double work(int rank, double t, double seconds, double bytes, double traffic_per_byte);
   size_t engine(int rank) const;
   double take_cores(int a, int b, double s, size_t* got);
@@ -282,6 +291,14 @@ class Sim {
   std::vector<Hop> hops_;
   std::vector<Hop> route_;
   std::vector<Flight> flights_;
+  // Signals and waits, keyed by (signalling rank, waiting rank, flag), for
+  // match_flags.
+  struct FlagOp {
+    uint64_t key;
+    uint32_t g;
+    bool wait;
+  };
+  std::vector<FlagOp> flag_ops_;
 
   EventQueue queue_;
   SimResult result_;
@@ -335,6 +352,7 @@ void Sim::index() {
         ops_[cp].chan_next = b + static_cast<uint32_t>(i);
       }
       s.partner = m.matching.partner[b + i];  // kNoGlobalOp is kNone
+      if (is_one_sided(s.kind)) check_one_sided(r, i, ops[i]);
     }
     // The rank's dependents in CSR form, each op's in ascending order:
     // dep_begin becomes the end of the op's range, then is counted back down
@@ -348,6 +366,63 @@ void Sim::index() {
         dependents_[--ops_[b + *d].dep_begin] = b + static_cast<uint32_t>(i);
   }
   ops_.emplace_back().dep_begin = next_dep;
+  if (!flag_ops_.empty()) match_flags();
+}
+
+// A one-sided op names a peer other than its rank, and a signal or wait a
+// flag below kMaxFlags; signals and waits are noted for match_flags.
+void Sim::check_one_sided(size_t r, size_t i, const Op& o) {
+  const auto n = programs_.size();
+  if (o.peer < 0 || static_cast<size_t>(o.peer) >= n || static_cast<size_t>(o.peer) == r)
+    fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(o),
+         ") names peer ", o.peer, " outside [0, ", n, ") or itself");
+  if (o.kind != OpKind::signal && o.kind != OpKind::wait) return;
+  if (o.flag >= kMaxFlags)
+    fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(o),
+         ") names flag ", o.flag, ", not one of 0 .. ", kMaxFlags - 1);
+  const bool wait = o.kind == OpKind::wait;
+  const uint64_t from = wait ? static_cast<uint64_t>(o.peer) : r;
+  const uint64_t to = wait ? r : static_cast<uint64_t>(o.peer);
+  flag_ops_.push_back(
+      {(from * n + to) * kMaxFlags + o.flag, base_[r] + static_cast<uint32_t>(i), wait});
+}
+
+// Meets every wait with the signal of its (signalling rank, waiting rank,
+// flag): one of each per call. A signal no wait meets raises a flag nobody
+// reads; a wait without its signal, or a second signal or wait of the same
+// flag, is an error.
+void Sim::match_flags() {
+  std::sort(flag_ops_.begin(), flag_ops_.end(), [](const FlagOp& a, const FlagOp& b) {
+    return a.key != b.key ? a.key < b.key : a.wait != b.wait ? b.wait : a.g < b.g;
+  });
+  auto where = [&](uint32_t g) {
+    const int r = ops_[g].rank;
+    const OpIndex i = g - base_[static_cast<size_t>(r)];
+    return str_cat("rank ", r, " op ", i, " (", describe(op(g)), ")");
+  };
+  for (size_t j = 0; j < flag_ops_.size();) {
+    size_t k = j;
+    while (k < flag_ops_.size() && flag_ops_[k].key == flag_ops_[j].key) ++k;
+    // [j, k): the signals of one key, then its waits.
+    size_t w = j;
+    while (w < k && !flag_ops_[w].wait) ++w;
+    if (w - j > 1)
+      fail(ErrorCode::invalid_argument, "simulate: ", where(flag_ops_[j + 1].g),
+           " raises a flag that ", where(flag_ops_[j].g), " already raised in this call");
+    if (k - w > 1)
+      fail(ErrorCode::invalid_argument, "simulate: ", where(flag_ops_[w + 1].g),
+           " waits for a flag that ", where(flag_ops_[w].g), " already waits for");
+    if (w < k) {
+      const uint32_t wg = flag_ops_[w].g;
+      if (w == j)
+        fail(ErrorCode::invalid_argument, "simulate: ", where(wg), " has no matching signal: rank ",
+             op(wg).peer, " raises no flag ", op(wg).flag, " at rank ", ops_[wg].rank);
+      const uint32_t sg = flag_ops_[j].g;
+      ops_[sg].partner = wg;
+      ops_[wg].partner = sg;
+    }
+    j = k;
+  }
 }
 
 // A rank's engine: its earliest-free send port (lowest index on ties).
@@ -411,28 +486,38 @@ double Sim::work(int rank, double t, double seconds, double bytes, double traffi
   return end;
 }
 
-double Sim::book(const Hop& hop, double t, double bytes) {
+// Books one hop of `bytes` requested at t; returns when it ends. A message's
+// hop holds a send port of hop.from and a receive port of hop.to (the
+// receiver's engine, and a core at each end, on a class that takes turns at
+// this size); a get's first hop holds only the reader's side, and a get's hops
+// book a copy's memory traffic rather than the class's.
+double Sim::book(const Hop& hop, double t, double bytes, HopKind kind) {
   const LinkParams& lc = topo_.classes()[hop.link_class];
   const double busy = lc.curve.empty() ? bytes / lc.beta : bytes * lc.curve.at(bytes);
   const auto ports = static_cast<size_t>(opt_.ports);
   // The earliest-free port of each end (lowest index on ties); a class that
   // takes turns at this size receives on the receiver's engine, its
   // earliest-free send port.
-  const size_t sp = engine(hop.from);
+  const bool holds_sender = kind != HopKind::get_first;
+  const size_t sp = holds_sender ? engine(hop.from) : kNone;
   const bool turns = lc.takes_turns(bytes);
   std::vector<double>& recv_side = turns ? send_free_ : recv_free_;
   const size_t r0 = static_cast<size_t>(hop.to) * ports;
   size_t rp = r0;
   for (size_t k = 1; k < ports; ++k)
     if (recv_side[r0 + k] < recv_side[rp]) rp = r0 + k;
-  double s = std::max({t + lc.alpha, send_free_[sp], recv_side[rp]});
+  double s = std::max(t + lc.alpha, recv_side[rp]);
+  if (holds_sender) s = std::max(s, send_free_[sp]);
   for (uint32_t l : hop.links)
     if (l != kNoLink) s = std::max(s, link_free_[l]);
   size_t cores[2] = {kNone, kNone};
-  if (turns) s = take_cores(hop.from, hop.to, s, cores);
+  if (turns)
+    s = holds_sender ? take_cores(hop.from, hop.to, s, cores) : take_cores(hop.to, -1, s, cores);
   double end = s + busy;
-  if (lc.mem_traffic > 0 && topo_.has_hosts()) {
-    const double traffic = bytes * lc.mem_traffic * streaming(bytes);
+  const double traffic_per_byte =
+      kind == HopKind::message ? lc.mem_traffic : ComputeModel::kCopyTraffic;
+  if (traffic_per_byte > 0 && topo_.has_hosts()) {
+    const double traffic = bytes * traffic_per_byte * streaming(bytes);
     const int ha = topo_.host_of(hop.from);
     const int hb = topo_.host_of(hop.to);
     if (ha == hb) {
@@ -444,9 +529,11 @@ double Sim::book(const Hop& hop, double t, double bytes) {
   }
   for (size_t c : cores)
     if (c != kNone) core_free_[c] = end;
-  send_free_[sp] = end;
+  if (holds_sender) {
+    send_free_[sp] = end;
+    port_busy_[sp] += busy;
+  }
   recv_side[rp] = end;
-  port_busy_[sp] += busy;
   port_busy_[(turns ? 0 : recv_free_.size()) + rp] += busy;
   for (uint32_t l : hop.links)
     if (l != kNoLink) {
@@ -456,6 +543,27 @@ double Sim::book(const Hop& hop, double t, double bytes) {
   ++result_.hops;
   result_.bytes += bytes;
   return end;
+}
+
+// Moves `bytes` from `from` to `to` along the route, requested at t, for op g:
+// a send (whose first hop ends it, and whose last delivers to its receive) or
+// a get (`kind` get_first, which the last hop delivers to).
+void Sim::transfer(uint32_t g, int from, int to, double t, double bytes, HopKind kind) {
+  route_.clear();
+  topo_.route(from, to, route_);
+  const double first = book(route_[0], t, bytes, kind);
+  const bool get = kind == HopKind::get_first;
+  const uint32_t target = get ? g : ops_[g].partner;
+  if (!get) push(first, EventKind::op_done, g);
+  if (route_.size() == 1) {
+    deliver(target, first);
+  } else {
+    const auto begin = static_cast<uint32_t>(hops_.size());
+    hops_.insert(hops_.end(), route_.begin() + 1, route_.end());
+    flights_.push_back({target, begin, static_cast<uint32_t>(hops_.size()), bytes,
+                        get ? HopKind::get_forward : HopKind::message});
+    push(first, EventKind::next_hop, static_cast<uint32_t>(flights_.size() - 1));
+  }
 }
 
 void Sim::deliver(uint32_t recv, double t) {
@@ -468,11 +576,11 @@ void Sim::deliver(uint32_t recv, double t) {
   }
 }
 
-// Both the receive has started and its message's delivery time is known; t is
-// the later of the two.
+// Both the receive (get, wait) has started and its message's (data's,
+// signal's) delivery time is known; t is the later of the two.
 void Sim::receive_ready(uint32_t g, double t) {
   const OpState& s = ops_[g];
-  if (s.kind == OpKind::recv_reduce) {
+  if (s.kind == OpKind::recv_reduce || s.kind == OpKind::get_reduce) {
     const double b = s.bytes;
     if (opt_.copy != nullptr) {
       // The reduction replaces the receive's copy: it costs the kernel's
@@ -508,26 +616,13 @@ void Sim::start_one(uint32_t g, double t) {
         push(t + opt_.gamma * s.bytes, EventKind::op_done, g);
       }
       break;
-    case OpKind::send: {
+    case OpKind::send:
       ++result_.messages;
-      const double bytes = s.bytes;
-      const uint32_t recv = s.partner;
-      route_.clear();
-      topo_.route(s.rank, ops_[recv].rank, route_);
-      const double first = book(route_[0], t, bytes);
-      push(first, EventKind::op_done, g);
-      if (route_.size() == 1) {
-        deliver(recv, first);
-      } else {
-        const auto begin = static_cast<uint32_t>(hops_.size());
-        hops_.insert(hops_.end(), route_.begin() + 1, route_.end());
-        flights_.push_back({recv, begin, static_cast<uint32_t>(hops_.size()), bytes});
-        push(first, EventKind::next_hop, static_cast<uint32_t>(flights_.size() - 1));
-      }
+      transfer(g, s.rank, ops_[s.partner].rank, t, s.bytes, HopKind::message);
       break;
-    }
     case OpKind::recv:
     case OpKind::recv_reduce:
+    case OpKind::wait:
       if (s.flags & kArrived) {
         receive_ready(g, std::max(t, s.t));
       } else {
@@ -537,9 +632,27 @@ void Sim::start_one(uint32_t g, double t) {
       break;
     case OpKind::get:
     case OpKind::get_reduce:
-    case OpKind::signal:
-    case OpKind::wait:
-      fail(ErrorCode::internal, "the simulator has no model of one-sided ops yet");
+      // The peer's data moves to this rank, on this rank's side only; its
+      // arrival completes the get (after the reduction, for get_reduce).
+      ++result_.gets;
+      s.t = t;
+      s.flags |= kReady;
+      transfer(g, op(g).peer, s.rank, t, s.bytes, HopKind::get_first);
+      break;
+    case OpKind::signal: {
+      // Done at once; the flag reaches the waiting rank after the alphas of
+      // the route's hops.
+      ++result_.signals;
+      push(t, EventKind::op_done, g);
+      const uint32_t w = s.partner;
+      if (w == kNone) break;
+      route_.clear();
+      topo_.route(s.rank, ops_[w].rank, route_);
+      double arrives = t;
+      for (const Hop& h : route_) arrives += topo_.classes()[h.link_class].alpha;
+      deliver(w, arrives);
+      break;
+    }
   }
 }
 
@@ -637,7 +750,7 @@ SimResult Sim::run() {
       continue;
     }
     Flight& f = flights_[e.id];
-    const double end = book(hops_[f.next_hop], e.t, f.bytes);
+    const double end = book(hops_[f.next_hop], e.t, f.bytes, f.kind);
     if (++f.next_hop == f.end_hop)
       deliver(f.recv, end);
     else
@@ -647,11 +760,12 @@ SimResult Sim::run() {
     for (uint32_t g = 0; g < total; ++g)
       if (!(ops_[g].flags & kDone)) {
         const int r = ops_[g].rank;
+        const char* what = ops_[g].kind == OpKind::wait ? "signal" : "message";
         fail(ErrorCode::internal, "simulate: deadlock: ", total - result_.ops,
              " ops never completed, first rank ", r, " op ", g - base_[static_cast<size_t>(r)],
              " (", describe(op(g)), ")",
-             (ops_[g].flags & kStarted) ? " started but its message never arrived"
-                                        : " never started");
+             (ops_[g].flags & kStarted) ? str_cat(" started but its ", what, " never arrived")
+                                        : std::string(" never started"));
       }
   }
   if (opt_.record_ops) {

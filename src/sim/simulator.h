@@ -18,6 +18,21 @@
 //     not the receive has started;
 //   - recv completes at max(started, delivered); recv_reduce and reduce add
 //     gamma * bytes; copy costs nothing.
+// One-sided ops (schedule/program.h):
+//   - a get of b bytes from peer q at rank r is a transfer q -> r along the
+//     route, requested when the get starts, priced as a message (alpha +
+//     b/beta per hop) but holding only the reader's side: r's receive port
+//     (its engine, and a core of its host, on a class that takes turns),
+//     never q's send port or core (q's CPU takes no part in a read);
+//     get_reduce adds gamma * b after the data arrives, as recv_reduce does;
+//   - a signal completes when it starts and holds no port; its flag reaches
+//     the peer after the alphas of the route's hops (one alpha on switch);
+//   - a wait completes at max(started, its signal's arrival). Within one
+//     call the signal from q to r with flag f meets r's wait on (q, f); a
+//     wait without its signal, two signals or two waits of one (q, r, f), a
+//     flag >= kMaxFlags or a peer out of range are invalid_argument; a
+//     signal that no wait meets costs nothing;
+//   - window regions are local memory: copy and reduce on them as on any.
 // The fitted machine model adds, where the topology and options carry them:
 //   - a link class's per-byte time by message size (LinkParams::curve);
 //   - half-duplex classes: the receiving rank's engine (its send port) is
@@ -26,7 +41,9 @@
 //     (times the share that streams through DRAM, streaming_fraction of the
 //     copy curve, when SimOptions::copy is set) on the memory of the
 //     sender's and the receiver's host (half each) and
-//     ends when both its ports and its memory booking are done; a host with
+//     ends when both its ports and its memory booking are done; a get's hop
+//     books a copy's traffic instead, ComputeModel::kCopyTraffic (2) per byte
+//     (it reads the peer's memory and writes the reader's); a host with
 //     `cores` has that many CPUs, and every engine booking (a half-duplex hop
 //     at both ends, local work) also takes the earliest-free one;
 //   - local work priced by SimOptions::copy / kernel (above).
@@ -54,8 +71,9 @@ struct SimOptions {
   // owned. With `copy` set, local work runs on the rank's engine (its first
   // send port) after the work before it there, and draws on its host's
   // memory: a copy costs copy(b) b, a reduce or divide kernel(b) b, and a
-  // receive that reduces the kernel's excess over a copy, max(0, kernel(b) -
-  // copy(b)) b, after its message arrives. `kernel` unset: gamma per byte.
+  // receive or get that reduces the kernel's excess over a copy, max(0,
+  // kernel(b) - copy(b)) b, after its data arrives. `kernel` unset: gamma per
+  // byte.
   const RateCurve* copy = nullptr;
   const RateCurve* kernel = nullptr;
 };
@@ -71,9 +89,11 @@ struct SimResult {
   std::vector<double> rank_time;  // per rank
   size_t ops = 0;                 // ops executed
   size_t messages = 0;            // sends
-  size_t hops = 0;                // link traversals (messages on switch)
+  size_t gets = 0;                // one-sided reads (get, get_reduce)
+  size_t signals = 0;             // flags raised
+  size_t hops = 0;                // link traversals (messages and gets on switch)
   size_t events = 0;              // events popped from the queue
-  double bytes = 0;               // bytes sent, summed over hops
+  double bytes = 0;               // bytes moved (sent or read), summed over hops
   double max_port_busy = 0;       // busiest port: seconds occupied
   double max_link_busy = 0;       // busiest shared link: seconds occupied
   // With SimOptions::record_ops: op_times[r][i] is rank r's op i.

@@ -18,6 +18,7 @@ class SwitchTopology final : public Topology {
  public:
   SwitchTopology(int n, const LinkParams& link) : Topology("switch", n, {link}, 0) {}
   bool single_hop() const override { return true; }
+  bool one_host_without_hosts() const override { return true; }
   void route(int a, int b, std::vector<Hop>& hops) const override { hops.push_back({a, b, 0, {kNoLink, kNoLink}}); }
 };
 
@@ -27,6 +28,7 @@ class RingTopology final : public Topology {
   RingTopology(int n, const LinkParams& link)
       : Topology("ring", n, {link}, 2 * static_cast<size_t>(n)) {}
   bool single_hop() const override { return nranks() <= 3; }
+  bool one_host_without_hosts() const override { return true; }
   void route(int a, int b, std::vector<Hop>& hops) const override {
     const int n = nranks();
     const int forward = ring_add(b, -a, n);
@@ -49,6 +51,7 @@ class HypercubeTopology final : public Topology {
       : Topology("hypercube", n, {link},
                  static_cast<size_t>(n) * static_cast<size_t>(std::max(1, ceil_log2(n)))),
         dims_(std::max(1, ceil_log2(n))) {}
+  bool one_host_without_hosts() const override { return true; }
   void route(int a, int b, std::vector<Hop>& hops) const override {
     // Clearing bits only lowers the rank and setting bits of b keeps it <= b,
     // so every intermediate rank exists even when N is not a power of two.
@@ -79,6 +82,7 @@ class HierTopology final : public Topology {
                  2 * static_cast<size_t>((n + k - 1) / k)),
         per_host_(k) {}
   bool single_hop() const override { return true; }
+  bool one_host_without_hosts() const override { return per_host_ >= nranks(); }
   void route(int a, int b, std::vector<Hop>& hops) const override {
     const int ha = a / per_host_;
     const int hb = b / per_host_;
@@ -199,6 +203,13 @@ void Topology::set_hosts(std::vector<int> host_of, std::vector<HostParams> hosts
            ": a host's memory bandwidth and cores must be >= 0");
   host_of_ = std::move(host_of);
   hosts_ = std::move(hosts);
+}
+
+bool Topology::one_host() const {
+  if (!has_hosts()) return one_host_without_hosts();
+  for (int h : host_of_)
+    if (h != host_of_.front()) return false;
+  return true;
 }
 
 std::unique_ptr<Topology> topology_from_json(std::string_view text, std::string name, int nranks) {

@@ -28,7 +28,8 @@
 // ring and hypercube become one host of all ranks, hier:K hosts of K ranks. A
 // JSON topology names its own: "hosts": [[0, 1], [2, 3]], with "memory":
 // "40GB/s" and "cores": 2 applying to each host. A topology without hosts (the
-// default) has no shared resources: the seeds' model.
+// default) has no shared resources: the seeds' model. Ranks on one host share
+// memory windows, which the one-sided algorithms read (one_host below).
 #pragma once
 
 #include "model/cost_model.h"
@@ -76,10 +77,18 @@ class Topology {
   // Groups the ranks: host_of[r] in [0, hosts.size()) for every rank. Throws
   // Error(invalid_argument) when a rank is missing or out of range.
   void set_hosts(std::vector<int> host_of, std::vector<HostParams> hosts);
+  // Whether every rank is on one host, so that the ranks share memory windows
+  // (CollectiveSpec::windows: what the one-sided algorithms need). With
+  // hosts: when they put every rank on one. Without: switch, ring and
+  // hypercube are one host (as make_topology groups them), hier:K is when
+  // K >= N, and a JSON topology is not.
+  bool one_host() const;
 
  protected:
   Topology(std::string name, int nranks, std::vector<LinkParams> classes, size_t links)
       : name_(std::move(name)), nranks_(nranks), classes_(std::move(classes)), links_(links) {}
+  // one_host() of the topology without hosts.
+  virtual bool one_host_without_hosts() const { return false; }
 
  private:
   std::string name_;

@@ -6,7 +6,10 @@
 // message) of the transport's link class, with the ranks grouped into hosts
 // (all on one host unless host_of says otherwise), each host with the fitted
 // memory bandwidth and cores, and local work priced by the fitted copy and
-// kernel rates of the call's dtype and op (sim/simulator.h).
+// kernel rates of the call's dtype and op (sim/simulator.h). The one-sided
+// algorithms (a spec with windows) run there too: a get reads its peer's
+// window on the reader's engine and a core of its host, and books one copy's
+// memory traffic.
 //
 //   MachineSim m(table, "shm");
 //   double s = m.time(*find_algorithm(Collective::allreduce, "ring"), spec,

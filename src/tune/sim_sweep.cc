@@ -28,6 +28,12 @@ SimOptions sweep_options(const SimSweepSpec& spec) {
   return o;
 }
 
+CollectiveSpec sweep_call(const SimSweepSpec& spec, const Topology& topology, size_t count) {
+  CollectiveSpec cs{spec.collective, spec.ranks, 0, count, spec.elem_size, 0};
+  cs.windows = topology.one_host();
+  return cs;
+}
+
 SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
   const int n = spec.ranks;
   const size_t es = spec.elem_size;
@@ -37,7 +43,7 @@ SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
     const double m = model_bytes(spec.collective, n, count, es);
     std::vector<SimRow> rows;
     for (const Algorithm* al : spec.algorithms) {
-      CollectiveSpec cs{spec.collective, n, 0, count, es, 0};
+      CollectiveSpec cs = sweep_call(spec, topology, count);
       bool ok = true;
       for (int r = 0; r < n && ok; ++r) {
         cs.rank = r;

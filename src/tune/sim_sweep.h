@@ -4,6 +4,8 @@
 // fastest algorithm of each size: the tuner's view of the algorithms (closed
 // form or simulation) laid out over sizes. tools/sim_cli.* (chorus-sim) parses
 // the command line, prints the table and draws the plot; this is its data.
+// The simulated ranks share windows where the topology puts them on one host
+// (sweep_call).
 //
 //   auto topo = make_topology("switch", 8, link, link);
 //   SimSweep s = sim_sweep({Collective::allreduce, 8, 4, params, algorithms_for(...),
@@ -49,6 +51,12 @@ struct SimRow {
 
 // The simulator options of a sweep's runs.
 SimOptions sweep_options(const SimSweepSpec& spec);
+
+// The call a sweep simulates at `count` (sweep_count) on `topology`, as rank
+// 0 sees it. Ranks that the topology puts on one host share windows
+// (Topology::one_host), so that the one-sided algorithms run there; on
+// several hosts they decline, with the reason.
+CollectiveSpec sweep_call(const SimSweepSpec& spec, const Topology& topology, size_t count);
 
 struct SimSweep {
   // One entry per size, in order; an algorithm that does not support a size

@@ -69,7 +69,7 @@ const Algorithm* Tuner::rule_pick(const CollectiveSpec& spec,
   const TuningRule* chosen = below ? below : smallest;
   if (chosen == nullptr) return nullptr;
   for (const Algorithm* a : candidates)
-    if (a->name == chosen->algorithm) return a;
+    if (a->name == chosen->algorithm) return supports(*a, spec) ? a : nullptr;
   return nullptr;
 }
 
@@ -94,6 +94,9 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec,
   const Algorithm* best = nullptr;
   double best_time = std::numeric_limits<double>::infinity();
   for (const Algorithm* a : candidates) {
+    // Candidates come supported on every rank; one that declines the call
+    // even here (a one-sided algorithm without spec.windows) is no candidate.
+    if (!supports(*a, spec)) continue;
     const double t = predict(*a, spec);
     if (log) line += str_cat(" ", a->name, "=", t * 1e6, "us");
     // Candidates come in registry order, simplest first; a later one must

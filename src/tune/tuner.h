@@ -15,6 +15,13 @@
 // alpha-beta-gamma, with the fitted beta of the per-rank block M/N where
 // there is one.
 //
+// One-sided algorithms (one_shot, two_shot: gets from shared windows) are
+// candidates only where spec.windows says that the ranks share windows: their
+// support check declines the call otherwise, and candidates_for and the
+// selector keep only what every rank supports. With windows they are
+// predicted like the others, their gets and signals simulated
+// (sim/simulator.h) or their closed forms.
+//
 // Rules (tuning_file.h): for a call whose (collective, N) has rules of this
 // link class, the rule with the largest min_bytes not above the call's size
 // (the smallest rule below the first size) names an algorithm. With a fitted
@@ -67,7 +74,8 @@ class Tuner {
   // Among `candidates` (registry order, each supported on every rank): the
   // measured rule's algorithm, else the least predicted time, a later
   // candidate replacing an earlier one only when predicted kTunerPickMargin
-  // faster. nullptr when there are no candidates.
+  // faster. A candidate that this rank's spec does not support is skipped.
+  // nullptr when there are no candidates.
   const Algorithm* pick(const CollectiveSpec& spec, std::span<const Algorithm* const> candidates);
   // The same among every algorithm supported on every rank (candidates_for).
   const Algorithm* pick(const CollectiveSpec& spec) { return pick(spec, candidates_for(spec)); }

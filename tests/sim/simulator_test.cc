@@ -1,7 +1,9 @@
 // Simulator tests: hand-checked small cases on every topology (single
 // messages, port and link contention, forwarding, reduction cost), bad
 // programs, and agreement of every closed form with the simulated time of the
-// algorithm's actual Programs for N = 2..64.
+// algorithm's actual Programs for N = 2..64 (the one-sided algorithms on
+// shared windows, both staged and with the call's buffers in windows). The
+// one-sided ops' own cases are in one_sided_sim_test.cc.
 #include "sim/simulator.h"
 
 #include "algorithms/algorithm.h"
@@ -285,26 +287,34 @@ TEST(ClosedForms, SimulatorMatchesEveryFormula) {
           if (a.collective == Collective::barrier && count != even_counts(a.collective, n)[0])
             continue;
           CollectiveSpec spec{a.collective, n, 0, count, es, 0};
+          // The ranks share windows (one host), so that the one-sided
+          // algorithms run too, staged (Input and Output are user buffers)
+          // and with Input and Output in windows.
+          spec.windows = true;
           if (!supports(*algo, spec)) continue;
-          const auto programs = build_all(*algo, spec);
-          for (const std::string& tn : topologies) {
-            if (!closed_form_applies(f, tn, n, ports)) continue;
-            for (const Params& pr : params) {
-              const LinkParams link{"link", pr.alpha, pr.beta};
-              auto t = make_topology(tn, n, link, link);
-              const double m = model_bytes(a.collective, n, count, es);
-              const CostParams cp{pr.alpha, pr.beta, pr.gamma, ports};
-              const Prediction want = f.at(n, m, cp);
-              if (!want.ok) {
-                EXPECT_FALSE(want.reason.empty());
-                continue;
+          for (bool in_windows : {false, true}) {
+            spec.window_buffers = in_windows;
+            const auto programs = build_all(*algo, spec);
+            if (in_windows && !programs[0].one_sided()) continue;
+            for (const std::string& tn : topologies) {
+              if (!closed_form_applies(f, tn, n, ports)) continue;
+              for (const Params& pr : params) {
+                const LinkParams link{"link", pr.alpha, pr.beta};
+                auto t = make_topology(tn, n, link, link);
+                const double m = model_bytes(a.collective, n, count, es);
+                const CostParams cp{pr.alpha, pr.beta, pr.gamma, ports};
+                const Prediction want = f.at(n, m, cp);
+                if (!want.ok) {
+                  EXPECT_FALSE(want.reason.empty());
+                  continue;
+                }
+                const SimResult got = simulate(programs, *t, SimOptions{ports, pr.gamma, es});
+                EXPECT_NEAR(got.time, want.seconds, 1e-9 * want.seconds)
+                    << to_string(a.collective) << "(" << a.name << ") N=" << n
+                    << " count=" << count << " ports=" << ports << " topology=" << tn
+                    << " alpha=" << pr.alpha << " window_buffers=" << in_windows;
+                ++checked;
               }
-              const SimResult got = simulate(programs, *t, SimOptions{ports, pr.gamma, es});
-              EXPECT_NEAR(got.time, want.seconds, 1e-9 * want.seconds)
-                  << to_string(a.collective) << "(" << a.name << ") N=" << n
-                  << " count=" << count << " ports=" << ports << " topology=" << tn
-                  << " alpha=" << pr.alpha;
-              ++checked;
             }
           }
         }
