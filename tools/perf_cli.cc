@@ -142,6 +142,11 @@ std::string perf_usage() {
       --ranks N            number of local ranks to start (default 2)
       --transport T        auto (shm between local processes), shm, tcp, or
                            inproc (ranks are threads of this one process)
+      --buffers user|window
+                           user: ordinary memory, as an application's
+                           (default; what comparisons with MPI use); window:
+                           buffers in shared windows (Communicator::window),
+                           which collectives read in place (shm and inproc)
       --json FILE          also write the rows as JSON
       --calibrate FILE     measure alpha/beta and the fastest algorithm at each
                            size of the sweep; write them to the tuning file
@@ -174,7 +179,7 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
                   {"-c,--check", ""},    {"-z,--blocking", ""},   {"-r,--root", ""},
                   {"--ranks", ""},       {"-d,--datatype", ""},   {"-o,--op", ""},
                   {"-a,--algo", ""},     {"--transport", ""},     {"--json", ""},
-                  {"--calibrate", ""}};
+                  {"--calibrate", ""},   {"--buffers", ""}};
   for (Flag& f : flags) f.option = app.add_option(f.names, f.value);
   app.add_flag("--corrupt-one", o.corrupt_one)->group("");  // test hook, not in --help
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 takes them
@@ -234,6 +239,11 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
       bad(name(*f), v, "not one of auto, inproc, shm, tcp");
     o.transport = v;
   }
+  if (const Flag* f = given("--buffers")) {
+    if (f->value != "user" && f->value != "window")
+      bad(name(*f), f->value, "not one of user, window");
+    o.buffers = f->value;
+  }
   if (const Flag* f = given("--json")) o.json_file = f->value;
   if (const Flag* f = given("--calibrate")) o.calibrate_file = f->value;
 
@@ -274,7 +284,7 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
   for (Collective c : o.collectives) names += str_cat(names.empty() ? "" : ",", to_string(c));
   std::string s;
   s += str_cat("# chorus-perf: ", names, " on ", rep.nranks, " ranks over ", rep.transport,
-               ", sizes ", o.min_bytes, "..", o.max_bytes, " B x", o.step_factor, ", ", o.iters,
+               ", ", o.buffers, " buffers, sizes ", o.min_bytes, "..", o.max_bytes, " B x", o.step_factor, ", ", o.iters,
                " iterations (", o.warmup, " warm-up), ", o.blocking ? "blocking" : "non-blocking",
                ", check ", o.check ? "on" : "off", "\n");
   char link[256];

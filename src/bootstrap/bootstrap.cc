@@ -37,6 +37,8 @@ class BootstrappedTransport final : public Transport {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string_view name() const override { return inner_->name(); }
+  bool shares_memory() const override { return inner_->shares_memory(); }
+  void check_peer(int peer) override { inner_->check_peer(peer); }
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     return inner_->isend(peer, data, bytes, stamp);
   }

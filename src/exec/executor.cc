@@ -19,6 +19,7 @@ constexpr auto kStallReportWait = std::chrono::milliseconds(250);
 constexpr int kWaitSpinRounds = 200;
 constexpr int kWaitYieldRounds = 20000;
 constexpr auto kWaitNap = std::chrono::microseconds(50);
+constexpr int kWaitCheckRounds = 64;  // naps between liveness checks
 }  // namespace
 
 std::string CallLabel::str() const {
@@ -389,7 +390,12 @@ void Engine::wait(const Execution& exec) {
           timed_out(exec);
         }
         std::this_thread::yield();
-        if (idle_rounds > kWaitYieldRounds) std::this_thread::sleep_for(kWaitNap);
+        if (idle_rounds > kWaitYieldRounds) {
+          std::this_thread::sleep_for(kWaitNap);
+          // No message ends a one-sided wait: ask whether its peers live.
+          if (idle_rounds % kWaitCheckRounds == 0)
+            for (const Pending& p : waits_) transport_.check_peer(p.exec->program_->ops[p.op].peer);
+        }
       }
       continue;
     }

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <memory>
 
 namespace chorus::perf {
@@ -61,7 +62,17 @@ struct RowPlan {
   int root;
   std::string call_algorithm;  // "" lets chorus choose
   std::string shown_algorithm;
+  bool windows = false;         // the ranks share windows (shm, inproc)
+  bool window_buffers = false;  // --buffers window
 };
+
+// The spec of a row's call on rank 0, as the communicator makes it.
+CollectiveSpec row_spec(const RowPlan& p, int n, size_t segment_bytes) {
+  CollectiveSpec spec{p.collective, n, 0, p.api_count, dtype_size(p.type), p.root, segment_bytes};
+  spec.windows = p.windows;
+  spec.window_buffers = p.window_buffers;
+  return spec;
+}
 
 std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
   const int n = comm.size();
@@ -92,9 +103,11 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
           const int root = rooted(c) ? o.root : 0;
           CollectiveSpec spec{
               c, n, comm.rank(), api_count, es, root, comm.impl().config().segment_bytes};
+          spec.windows = comm.impl().transport().shares_memory();
+          spec.window_buffers = o.buffers == "window";
           auto add = [&](std::string call, std::string shown) {
-            rows.push_back(
-                {c, api_count * unit, api_count, t, op, root, std::move(call), std::move(shown)});
+            rows.push_back({c, api_count * unit, api_count, t, op, root, std::move(call),
+                            std::move(shown), spec.windows, spec.window_buffers});
           };
           for (const std::string& a : o.algorithms) {
             if (a == "auto") {
@@ -121,8 +134,7 @@ double predicted_us(const RowPlan& p, int n, size_t segment_bytes, const LinkEst
   const Algorithm* algo = find_algorithm(p.collective, p.shown_algorithm);
   if (algo == nullptr || !(link.beta > 0)) return std::nan("");
   const size_t es = dtype_size(p.type);
-  const CollectiveSpec spec{p.collective, n, 0, p.api_count, es, p.root, segment_bytes};
-  const std::vector<Program> programs = build_all(*algo, spec);
+  const std::vector<Program> programs = build_all(*algo, row_spec(p, n, segment_bytes));
   const LinkParams params{"link", link.alpha, link.beta};
   const auto topology = make_topology("switch", n, params, params);
   SimOptions options;
@@ -135,9 +147,7 @@ double predicted_us(const RowPlan& p, int n, size_t segment_bytes, const LinkEst
 double model_predicted_us(const RowPlan& p, int n, size_t segment_bytes, const MachineSim& model) {
   const Algorithm* algo = find_algorithm(p.collective, p.shown_algorithm);
   if (algo == nullptr) return std::nan("");
-  const CollectiveSpec spec{p.collective, n, 0, p.api_count, dtype_size(p.type), p.root,
-                            segment_bytes};
-  return model.time(*algo, spec, p.type, p.op) * 1e6;
+  return model.time(*algo, row_spec(p, n, segment_bytes), p.type, p.op) * 1e6;
 }
 
 // Issues one call of a row on the given buffers.
@@ -300,6 +310,7 @@ std::string to_json(const PerfOptions& o, const PerfReport& rep) {
   j["nranks"] = rep.nranks;
   j["transport"] = rep.transport;
   j["transport_requested"] = o.transport;
+  j["buffers"] = o.buffers;
   j["alpha_us"] = rep.link.alpha * 1e6;
   j["beta_GBps"] = rep.link.beta / 1e9;
   j["fitted_model"] = rep.fitted;
@@ -347,8 +358,30 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
                                                                                  : nullptr;
   rep.fitted = model != nullptr;
   if (rank0 && hooks.start) hooks.start(rep);
-  Buffer sbuf(o.max_bytes);
-  Buffer rbuf(o.max_bytes);
+  // --buffers window: both buffers in shared windows (collectives read the
+  // peers' data in place); user: ordinary memory, as an application has.
+  std::optional<Buffer> user_send;
+  std::optional<Buffer> user_recv;
+  Window win_send;
+  Window win_recv;
+  std::byte* send_base = nullptr;
+  std::byte* recv_base = nullptr;
+  if (o.buffers == "window") {
+    if (!comm.impl().transport().shares_memory())
+      fail(ErrorCode::invalid_argument, "chorus-perf: --buffers window needs ranks that share "
+           "memory (shm or inproc), not ", rep.transport);
+    win_send = comm.window(o.max_bytes);
+    win_recv = comm.window(o.max_bytes);
+    send_base = static_cast<std::byte*>(win_send.data());
+    recv_base = static_cast<std::byte*>(win_recv.data());
+    std::memset(send_base, 0, o.max_bytes);  // fault the pages in before timing
+    std::memset(recv_base, 0, o.max_bytes);
+  } else {
+    user_send.emplace(o.max_bytes);
+    user_recv.emplace(o.max_bytes);
+    send_base = user_send->get();
+    recv_base = user_recv->get();
+  }
   double bw_sum = 0;
   size_t bw_cells = 0;
   for (size_t k = 0; k < plan.size(); ++k) {
@@ -364,8 +397,8 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     if (reduces(p.collective)) row.op = p.op;
     row.root = rooted(p.collective) ? p.root : -1;
     row.algorithm = p.shown_algorithm;
-    row.out_of_place = measure(comm, o, p, false, sbuf.get(), rbuf.get());
-    row.in_place = measure(comm, o, p, true, sbuf.get(), rbuf.get());
+    row.out_of_place = measure(comm, o, p, false, send_base, recv_base);
+    row.in_place = measure(comm, o, p, true, send_base, recv_base);
     for (PerfCell* c : {&row.out_of_place, &row.in_place}) {
       if (!c->measured) continue;
       rep.wrong += c->wrong;

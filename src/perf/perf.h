@@ -45,6 +45,7 @@ struct PerfOptions {
   std::vector<std::string> algorithms{"auto"};     // -a: names, "all" or "auto"
   int ranks = 2;                                   // --ranks
   std::string transport = "auto";  // --transport
+  std::string buffers = "user";    // --buffers: user (ordinary memory) or window
   std::string json_file;           // --json
   std::string calibrate_file;      // --calibrate: write a tuning file instead of a table
   bool help = false;               // -h

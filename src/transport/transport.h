@@ -107,6 +107,10 @@ class Transport {
   // Whether every rank runs on this host and can map the others' memory
   // (transport/window.h): what one-sided Programs need. shm and inproc do.
   virtual bool shares_memory() const { return false; }
+  // Throws peer_failure (or the peer's abort) when `peer` can no longer take
+  // part: it exited, closed its transport or aborted. A one-sided wait, which
+  // no message completes, asks this now and then. A system call at most.
+  virtual void check_peer(int peer) { (void)peer; }
 
   // `stamp`: the call the message belongs to (the zero stamp outside calls).
   virtual RequestId isend(int peer, const void* data, size_t bytes,

@@ -196,6 +196,12 @@ class InprocTransport final : public Transport {
   int size() const override { return world_->size(); }
   std::string_view name() const override { return "inproc"; }
   bool shares_memory() const override { return true; }
+  void check_peer(int peer) override {
+    world_->check_peers(rank_);
+    if (world_->has_exited(peer))
+      fail(ErrorCode::peer_failure, "rank ", rank_, ": peer ", peer,
+           " has returned while this rank waits for its signal");
+  }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     check_peer(peer);

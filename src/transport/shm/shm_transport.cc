@@ -168,6 +168,16 @@ class ShmTransport final : public Transport {
   int size() const override { return size_; }
   std::string_view name() const override { return "shm"; }
   bool shares_memory() const override { return true; }
+  void check_peer(int peer) override {
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.header == nullptr) return;
+    check_not_aborted(p);
+    const bool closed = p.header->closed.load(std::memory_order_acquire) != 0;
+    if (closed || shm::process_exited(p.pidfd, p.pid))
+      fail(ErrorCode::peer_failure, "rank ", rank_, ": shm: peer ", peer, " (pid ", p.pid, ") ",
+           closed ? "closed its transport" : "exited", call_of(p),
+           " while this rank waits for its signal");
+  }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     Peer& p = peer_at(peer, "isend");
