@@ -22,6 +22,14 @@
 //                            on a new communicator; rank 0 prints
 //                            "MISMATCH OK" when it saw no problem (each rank
 //                            checks itself and exits 1 on a problem)
+//   mp_check window-kill V   every rank makes a window (an anonymous memory
+//                            file: /proc/self/maps names it memfd:, never
+//                            /dev/shm) and runs two-shot AllReduces on it;
+//                            rank V kills itself (SIGKILL) in the middle of
+//                            one; every survivor must raise peer_failure
+//                            within 5 s, and once all have let go the
+//                            first survivor finds nothing of any rank's left in /dev/shm:
+//                            "WINDOW KILL OK"
 //   mp_check init            init_from_env() and a barrier, then "INIT OK";
 //                            with MP_CHECK_SET=key=value in its environment a
 //                            rank first sets key to value in the store (to
@@ -39,9 +47,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -81,6 +93,100 @@ int run_allreduce_mode() {
               ok ? "correct" : "WRONG");
   if (comm.rank() == 0 && ok) std::printf("ALL OK ranks=%d source=%s\n", n, env.source.c_str());
   return ok ? 0 : 1;
+}
+
+// How many mappings of this process are windows (memfd:chorus-window), and
+// whether any window is mapped from a file system path instead.
+std::pair<int, bool> window_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int memfd = 0;
+  bool file = false;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("chorus-window") == std::string::npos) continue;
+    if (line.find("/memfd:chorus-window") != std::string::npos)
+      ++memfd;
+    else
+      file = true;
+  }
+  return {memfd, file};
+}
+
+int run_window_kill_mode(int victim) {
+  const BootstrapEnv env = read_bootstrap_env();
+  OpenedStore store =
+      open_store(env.store, false, Clock::now() + std::chrono::seconds(30), Config::from_env());
+  const pid_t pid = ::getpid();
+  store.store->set("window_kill/pid/" + std::to_string(env.rank),
+                   std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&pid),
+                                        reinterpret_cast<const uint8_t*>(&pid) + sizeof pid));
+  const size_t count = size_t{1} << 18;
+  {
+    Communicator comm = init_from_env();
+    const int n = comm.size();
+    Window w = comm.window(count * sizeof(float));
+    auto* v = static_cast<float*>(w.data());
+    const auto [memfd, file] = window_mappings();
+    if (memfd < n || file) {
+      std::printf("rank %d: %d window mappings from memfd (want >= %d)%s\n", comm.rank(), memfd, n,
+                  file ? ", and one from a file" : "");
+      return 1;
+    }
+    CallOptions o;
+    o.algorithm = "two_shot";
+    auto start = std::chrono::steady_clock::now();
+    try {
+      for (int round = 0; round < 100000; ++round) {
+        std::fill(v, v + count, 1.0f);
+        start = std::chrono::steady_clock::now();
+        if (comm.rank() == victim && round == 3) {
+          Work work = comm.allreduce_async(v, v, count, DataType::float32, ReduceOp::sum, o);
+          work.done();  // signal kReady, then die in the middle of the call
+          ::raise(SIGKILL);
+        }
+        comm.allreduce(v, v, count, DataType::float32, ReduceOp::sum, o);
+        if (v[0] != static_cast<float>(n) || v[count - 1] != v[0]) {
+          std::printf("rank %d: wrong sum %g\n", comm.rank(), static_cast<double>(v[0]));
+          return 1;
+        }
+      }
+      std::printf("rank %d: no error although rank %d was killed\n", comm.rank(), victim);
+      return 1;
+    } catch (const Error& e) {
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("rank %d: %s after %.3f s: %s\n", comm.rank(),
+                  std::string(to_string(e.code())).c_str(), s, e.what());
+      if (e.code() != ErrorCode::peer_failure || s >= 5.0) return 1;
+    }
+  }  // the survivor lets go of its window and communicator here
+  store.store->add("window_kill/released", 1);
+  const int checker = victim == 0 ? 1 : 0;  // the first survivor
+  if (env.rank != checker) return 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (store.store->add("window_kill/released", 0) < env.world_size - 1) {
+    if (Clock::now() > deadline) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // The shm transport's segments are named /dev/shm/chorus-PID-...; windows
+  // have no name at all. Nothing of any rank of this job may be left.
+  int left = 0;
+  for (int r = 0; r < env.world_size; ++r) {
+    const auto bytes = store.store->get("window_kill/pid/" + std::to_string(r), deadline);
+    pid_t p = 0;
+    std::memcpy(&p, bytes.data(), sizeof p);
+    const std::string prefix = "chorus-" + std::to_string(p) + "-";
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 || name.find("chorus-window") != std::string::npos) {
+        std::printf("left behind: /dev/shm/%s\n", name.c_str());
+        ++left;
+      }
+    }
+  }
+  if (left > 0) return 1;
+  std::printf("WINDOW KILL OK rank %d killed, %d survivors raised peer_failure, nothing left\n",
+              victim, env.world_size - 1);
+  return 0;
 }
 
 int run_kill_mode() {
@@ -338,8 +444,10 @@ int main(int argc, char** argv) {
     if (mode == "init") return chorus::run_init_mode();
     if (mode == "mismatch") return chorus::run_mismatch_mode();
     if (mode == "stop") return chorus::run_stop_mode();
+    if (mode == "window-kill" && argc > 2) return chorus::run_window_kill_mode(std::atoi(argv[2]));
     std::fprintf(stderr,
-                 "usage: mp_check grid [--small] | allreduce | kill | timeout | abort | init | mismatch | stop\n");
+                 "usage: mp_check grid [--small] | allreduce | kill | window-kill RANK | timeout | "
+                 "abort | init | mismatch | stop\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());
