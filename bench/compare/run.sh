@@ -5,6 +5,10 @@
 # back, -r times over (the systems take turns in each round), and prints one
 # table per (N, transport): size, each system's median out-of-place busbw
 # (GB/s) over the rounds and chorus / best-peer, then the median 8-byte times.
+# Over shm chorus runs twice, on ordinary buffers (chorus; what the
+# comparison with MPI uses) and on buffers in shared windows (chorus_window,
+# chorus-perf --buffers window), and STREAM copy on 2 threads is measured in
+# the same run, for the share of the memory-traffic floor each reaches.
 #
 #   bench/compare/run.sh [-n "2 4"] [-t "shm tcp"] [-b 8] [-e 256M] [-f 4] [-i 20] [-r 3]
 #
@@ -30,6 +34,7 @@ mkdir -p "$build/compare"
 mpicxx.openmpi -O2 -std=c++20 -o "$build/compare/mpi_openmpi" "$here/mpi_allreduce.cc"
 mpicxx.mpich -O2 -std=c++20 -o "$build/compare/mpi_mpich" "$here/mpi_allreduce.cc"
 g++ -O2 -std=c++20 -o "$build/compare/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -pthread
+g++ -O3 -march=native -std=c++20 -o "$build/compare/stream_copy" "$here/stream_copy.cc" -pthread
 
 sweep=(-b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 5)
 out="$build/compare/results"; mkdir -p "$out"
@@ -55,6 +60,8 @@ for n in $ranks; do
       "$build/tools/chorus-perf" allreduce --ranks "$n" --transport "$t" "${sweep[@]}" \
         > "$dir/chorus.$round" || true
       if [ "$t" = shm ]; then
+        "$build/tools/chorus-perf" allreduce --ranks "$n" --transport "$t" --buffers window \
+          "${sweep[@]}" > "$dir/chorus_window.$round" || true
         mpirun.openmpi "${ompi_root[@]}" --oversubscribe -np "$n" --mca btl vader,self \
           "$build/compare/mpi_openmpi" "${sweep[@]}" > "$dir/openmpi.$round"
         mpirun.mpich -np "$n" "$build/compare/mpi_mpich" "${sweep[@]}" > "$dir/mpich.$round"
@@ -65,7 +72,9 @@ for n in $ranks; do
       fi
     done
     if [ "$t" = shm ]; then
-      python3 "$here/join.py" "AllReduce float32 busbw (GB/s), N=$n, shared memory" "$dir" "$n" chorus openmpi mpich
+      copy=$("$build/compare/stream_copy" --threads 2 | sed -n 's/.*best \([0-9.]*\) GB.*/\1/p')
+      python3 "$here/join.py" --stream "$copy" "AllReduce float32 busbw (GB/s), N=$n, shared memory" \
+        "$dir" "$n" chorus chorus_window openmpi mpich
     else
       python3 "$here/join.py" "AllReduce float32 busbw (GB/s), N=$n, TCP loopback" "$dir" "$n" chorus openmpi gloo
     fi
