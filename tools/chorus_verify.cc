@@ -3,6 +3,7 @@
 //
 //   chorus-verify allreduce --ranks 8,13 --count 1031 [--algo ring,bruck|all]
 //   chorus-verify all --ranks 16 --count 4096 --elem-size 4
+//   chorus-verify allreduce --algo one_shot,two_shot --windows [--window-buffers]
 //   chorus-verify --markdown    docs/ALGORITHMS.md's table, from the registry
 //
 // Exit status: 0 when every case is proved, 1 when one fails (the error names
@@ -31,14 +32,15 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 // Steps and messages per rank, proved by the verifier: "14 / 24". The largest
-// over ranks, as in the plain table.
+// over ranks, as in the plain table. The ranks share windows (one host), so
+// that the one-sided algorithms are proved too.
 std::string measured(const chorus::Algorithm& a, const std::vector<int>& ranks, size_t count,
                      bool steps) {
   using namespace chorus;
   std::string out;
   for (int n : ranks) {
-    const CollectiveSpec spec{a.collective, n, 0, a.collective == Collective::barrier ? 0 : count,
-                              4, 0};
+    CollectiveSpec spec{a.collective, n, 0, a.collective == Collective::barrier ? 0 : count, 4, 0};
+    spec.windows = true;
     const VerifyResult r = verify(a, spec);
     std::string cell = "-";
     if (r.ok()) {
@@ -97,6 +99,8 @@ int main(int argc, char** argv) {
   size_t elem_size = 4;
   int root = 0;
   bool markdown = false;
+  bool windows = false;
+  bool window_buffers = false;
   auto* collective_opt =
       app.add_option("collective", collective_arg,
                      "allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, barrier or all");
@@ -109,6 +113,10 @@ int main(int argc, char** argv) {
   app.add_option("--elem-size", elem_size, "bytes per element")->check(CLI::PositiveNumber);
   app.add_option("--root,-r", root, "root of broadcast and reduce");
   app.add_option("--algo,-a", algo_arg, "algorithm names, comma separated, or all");
+  app.add_flag("--windows", windows,
+               "the ranks share memory windows (one host), as the one-sided algorithms need");
+  app.add_flag("--window-buffers", window_buffers,
+               "Input and Output lie in shared windows (implies --windows)");
   CLI11_PARSE(app, argc, argv);
   if (markdown) {
     print_markdown();
@@ -159,7 +167,9 @@ int main(int argc, char** argv) {
       if (algo_arg != "all" && std::find(names.begin(), names.end(), a->name) == names.end())
         continue;
       for (int n : ranks) {
-        const CollectiveSpec spec{c, n, 0, c == Collective::barrier ? 0 : count, elem_size, root};
+        CollectiveSpec spec{c, n, 0, c == Collective::barrier ? 0 : count, elem_size, root};
+        spec.windows = windows || window_buffers;
+        spec.window_buffers = window_buffers;
         const VerifyResult r = verify(*a, spec);
         if (!r.supported) {
           std::printf("%-15s %-20.*s %6d %10zu %8s  (%s)\n", std::string(to_string(c)).c_str(),

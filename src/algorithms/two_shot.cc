@@ -63,7 +63,7 @@ Program build_two_shot_allreduce(const CollectiveSpec& spec) {
 
   const Chunk mine = block(m, parts, static_cast<size_t>(r));
   const Region out_mine = slice(BufferKind::output, mine);
-  OpIndex last = b.copy(slice(BufferKind::input, mine), out_mine, {}, 1);
+  OpIndex last = b.copy(slice(BufferKind::input, mine), out_mine, staged, 1);
   for (int k = 1; k < n; ++k) {
     const int q = (r + k) % n;
     last = b.get_reduce(q, slice(BufferKind::input, mine), out_mine, out_mine,

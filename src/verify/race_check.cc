@@ -33,9 +33,10 @@ std::string element_name(const Region& region, const Layout& layout, size_t addr
 
 class Sweep {
  public:
-  Sweep(const Program& program, const Layout& layout)
+  Sweep(const Program& program, const Layout& layout, std::vector<RaceFinding>* unordered)
       : program_(program),
         layout_(layout),
+        unordered_(unordered),
         stamp_(program.ops.size(), 0),
         dep_mark_(program.ops.size(), 0) {
     if (layout.size > 0) runs_.emplace(0, Run{layout.size, kNoOp, {}});
@@ -207,12 +208,15 @@ class Sweep {
       const bool j_writes = writes_at(j, c.address);
       const bool other_writes = writes_at(c.op, c.address);
       const Region& jr = region_at(j, c.address);
-      return RaceFinding{
+      RaceFinding f{
           RaceFinding::Kind::race, c.op, j, c.address,
           str_cat("op ", c.op, " (", describe(other), ") and op ", j, " (", describe(o),
-                  ") are not ordered by deps, yet ", other_writes ? "the first writes" : "the first reads",
-                  " and ", j_writes ? "the second writes" : "the second reads", " ",
+                  ") are not ordered ", unordered_ ? "by deps or through other ranks" : "by deps",
+                  ", yet ", other_writes ? "the first writes" : "the first reads", " and ",
+                  j_writes ? "the second writes" : "the second reads", " ",
                   element_name(jr, layout_, c.address))};
+      if (unordered_ == nullptr) return f;
+      unordered_->push_back(std::move(f));
     }
     return std::nullopt;
   }
@@ -259,6 +263,7 @@ class Sweep {
 
   const Program& program_;
   const Layout& layout_;
+  std::vector<RaceFinding>* unordered_;
   Map runs_;
   Map::iterator finger_;
   bool finger_valid_ = false;
@@ -273,8 +278,9 @@ class Sweep {
 
 }  // namespace
 
-std::optional<RaceFinding> find_race(const Program& program, const Layout& layout) {
-  return Sweep(program, layout).run();
+std::optional<RaceFinding> find_race(const Program& program, const Layout& layout,
+                                     std::vector<RaceFinding>* unordered) {
+  return Sweep(program, layout, unordered).run();
 }
 
 }  // namespace chorus

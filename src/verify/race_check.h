@@ -18,15 +18,17 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace chorus {
 
 // Where the buffers of one rank sit in one address space: out of place they
 // are disjoint; in place Input aliases Output (or, for ReduceScatter, Output
-// aliases Input) at the collective's offset.
+// aliases Input) at the collective's offset. The staging window of a
+// one-sided Program is a buffer of its own.
 struct Layout {
   bool in_place = false;
-  size_t base[3] = {0, 0, 0};  // indexed by BufferKind
+  size_t base[4] = {0, 0, 0, 0};  // indexed by BufferKind
   size_t size = 0;
   size_t address(const Region& r) const { return base[static_cast<size_t>(r.buffer)] + r.offset; }
 };
@@ -42,7 +44,14 @@ struct RaceFinding {
 
 // Checks one rank's program under one layout. Regions must already be known to
 // lie inside their buffers and deps to name earlier ops.
-std::optional<RaceFinding> find_race(const Program& program, const Layout& layout);
+//
+// With `unordered`, two conflicting ops that deps do not order are no finding
+// of their own: they are appended to `unordered` and the sweep goes on as if
+// they were ordered. The verifier asks there whether other ranks order them
+// (a one-sided Program's ops can be ordered through a peer's signal that
+// follows a wait for this rank's), and only reports a race when not.
+std::optional<RaceFinding> find_race(const Program& program, const Layout& layout,
+                                     std::vector<RaceFinding>* unordered = nullptr);
 
 // Whether the copy is a no-op under the layout (src and dst the same memory).
 bool is_noop_copy(const Op& op, const Layout& layout);

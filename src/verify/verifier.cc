@@ -1,10 +1,13 @@
 // The symbolic verifier; see verifier.h for what it proves. The structure:
-// structural checks per rank, then the shared matching, then the race sweep
-// per rank and layout, then one event-driven run of all ranks per layout that
-// moves symbolic content (verify/symbolic_memory.h) instead of data.
+// structural checks per rank, then the shared matching (of messages, and of
+// signals with waits), then the race sweep per rank and layout, for one-sided
+// Programs the happens-before checks of every get (verify/happens_before.h),
+// then one event-driven run of all ranks per layout that moves symbolic
+// content (verify/symbolic_memory.h) instead of data.
 #include "verify/verifier.h"
 
 #include "core/check.h"
+#include "verify/happens_before.h"
 #include "verify/race_check.h"
 #include "verify/rank_set.h"
 #include "verify/symbolic_memory.h"
@@ -13,6 +16,7 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace chorus {
@@ -44,6 +48,17 @@ std::string_view to_string(VerifyErrorKind kind) {
     case VerifyErrorKind::wrong_result: return "wrong_result";
     case VerifyErrorKind::barrier_incomplete: return "barrier_incomplete";
     case VerifyErrorKind::bad_spec: return "bad_spec";
+    case VerifyErrorKind::no_windows: return "no_windows";
+    case VerifyErrorKind::bad_flag: return "bad_flag";
+    case VerifyErrorKind::bad_remote_region: return "bad_remote_region";
+    case VerifyErrorKind::remote_not_staged: return "remote_not_staged";
+    case VerifyErrorKind::unmatched_wait: return "unmatched_wait";
+    case VerifyErrorKind::unmatched_signal: return "unmatched_signal";
+    case VerifyErrorKind::duplicate_signal: return "duplicate_signal";
+    case VerifyErrorKind::duplicate_wait: return "duplicate_wait";
+    case VerifyErrorKind::read_before_signal: return "read_before_signal";
+    case VerifyErrorKind::overwrite_before_read: return "overwrite_before_read";
+    case VerifyErrorKind::read_after_return: return "read_after_return";
   }
   return "invalid";
 }
@@ -78,12 +93,24 @@ class Verifier {
            str_cat("got ", programs_.size(), " programs for ", spec_.nranks, " ranks"));
     result_.ranks.assign(programs_.size(), RankStats{});
     for (int r = 0; r < spec_.nranks; ++r) check_structure(r);
+    for (const Program& p : programs_) one_sided_ = one_sided_ || p.one_sided();
+    if (one_sided_)
+      for (int r = 0; r < spec_.nranks; ++r) check_remote_regions(r);
     match();
+    number_ops();
+    if (one_sided_) match_flags();
     build_graph();
+    if (one_sided_) order_ops();
     const bool has_in_place = in_place_exists();
     result_.in_place_checked = has_in_place;
     check_races(false);
     if (has_in_place) check_races(true);
+    if (one_sided_) {
+      // A get that does not wait for its data also unorders what the wait
+      // ordered at both ranks: report the cause before the races.
+      check_remote_reads(has_in_place);
+      check_unordered_races();
+    }
     simulate(has_in_place);
   }
 
@@ -101,14 +128,18 @@ class Verifier {
 
   const Op& op_at(int r, OpIndex i) const { return programs_[static_cast<size_t>(r)].ops[i]; }
 
-  [[noreturn]] void fail(VerifyErrorKind kind, int rank, OpIndex op, const std::string& what) {
+  VerifyError error(VerifyErrorKind kind, int rank, OpIndex op, const std::string& what) const {
     std::string where;
     if (rank >= 0 && op != kNoOp && op < programs_[static_cast<size_t>(rank)].ops.size())
       where = str_cat("rank ", rank, " op ", op, " (", describe(op_at(rank, op)), "): ");
     else if (rank >= 0)
       where = str_cat("rank ", rank, ": ");
-    throw Failure{VerifyError{kind, rank, op, std::string(layout_name_),
-                              str_cat(context(), ": ", where, what)}};
+    return VerifyError{kind, rank, op, std::string(layout_name_),
+                       str_cat(context(), ": ", where, what)};
+  }
+
+  [[noreturn]] void fail(VerifyErrorKind kind, int rank, OpIndex op, const std::string& what) {
+    throw Failure{error(kind, rank, op, what)};
   }
 
   CollectiveSpec rank_spec(int r) const {
@@ -125,6 +156,7 @@ class Verifier {
       case BufferKind::input: size = p.input_count; break;
       case BufferKind::output: size = p.output_count; break;
       case BufferKind::scratch: size = p.scratch_count; break;
+      case BufferKind::window: size = p.window_count; break;
       default:
         fail(VerifyErrorKind::region_out_of_bounds, r, i,
              str_cat(role, " names buffer ", static_cast<int>(region.buffer),
@@ -134,6 +166,37 @@ class Verifier {
       fail(VerifyErrorKind::region_out_of_bounds, r, i,
            str_cat(role, " ", describe(region), " reaches past the end of ",
                    to_string(region.buffer), ", which holds ", size, " elements"));
+  }
+
+  // What one-sided ops and window regions need of the op alone: a call whose
+  // ranks share windows, a peer, a flag in range.
+  void check_one_sided(int r, OpIndex i, const Op& o) {
+    const bool window = (reads_src(o.kind) && o.src.buffer == BufferKind::window) ||
+                        (writes_dst(o.kind) && o.dst.buffer == BufferKind::window);
+    if (!is_one_sided(o.kind) && !window) return;
+    if (!spec_.windows)
+      fail(VerifyErrorKind::no_windows, r, i,
+           str_cat(is_one_sided(o.kind) ? "is a one-sided op" : "uses the staging window",
+                   ", but the ranks of this call share no windows (spec.windows is false)"));
+    if (!is_one_sided(o.kind)) return;
+    if (o.peer < 0 || o.peer >= spec_.nranks || o.peer == r)
+      fail(VerifyErrorKind::bad_peer, r, i,
+           o.peer == r ? std::string("names the rank itself as its peer")
+                       : str_cat("names peer ", o.peer, ", outside [0, ", spec_.nranks, ")"));
+    if ((o.kind == OpKind::signal || o.kind == OpKind::wait) && o.flag >= kMaxFlags)
+      fail(VerifyErrorKind::bad_flag, r, i,
+           str_cat("uses flag ", o.flag, "; flags are 0 .. ", kMaxFlags - 1));
+  }
+
+  // Where a Program stages its shared input or output must lie in its window.
+  void check_staging(int r, size_t at, size_t count, const char* what) {
+    const Program& p = programs_[static_cast<size_t>(r)];
+    if (at == SIZE_MAX) return;
+    if (at > p.window_count || count > p.window_count - at)
+      fail(VerifyErrorKind::region_out_of_bounds, r, kNoOp,
+           str_cat("stages its shared ", what, " at window[", at, ",+", count,
+                   "), past the end of its staging window, which holds ", p.window_count,
+                   " elements"));
   }
 
   void check_structure(int r) {
@@ -157,12 +220,18 @@ class Verifier {
       if (static_cast<int>(o.kind) >= kOpKindCount)
         fail(VerifyErrorKind::bad_op_kind, r, kNoOp,
              str_cat("op ", k, " has kind ", static_cast<int>(o.kind), ", not an OpKind"));
+      check_one_sided(r, i, o);
       if (reads_src(o.kind)) check_region(r, i, o.src, p, "source");
       if (writes_dst(o.kind)) check_region(r, i, o.dst, p, "destination");
-      if ((o.kind == OpKind::recv_reduce || o.kind == OpKind::copy || o.kind == OpKind::reduce) &&
+      if ((o.kind == OpKind::recv_reduce || o.kind == OpKind::copy || o.kind == OpKind::reduce ||
+           o.kind == OpKind::get_reduce) &&
           o.src.count != o.dst.count)
         fail(VerifyErrorKind::region_count_mismatch, r, i,
              str_cat("source has ", o.src.count, " elements but destination ", o.dst.count));
+      if (reads_remote(o.kind) && o.remote.count != o.dst.count)
+        fail(VerifyErrorKind::region_count_mismatch, r, i,
+             str_cat("reads ", o.remote.count, " elements of rank ", o.peer,
+                     " but its destination has ", o.dst.count));
       for (OpIndex d : o.deps) {
         if (d == i) fail(VerifyErrorKind::self_dependency, r, i, "the op depends on itself");
         if (d >= p.ops.size())
@@ -190,9 +259,18 @@ class Verifier {
         ++st.messages_received;
         st.bytes_received += o.dst.count * spec_.elem_size;
       }
-      if (o.kind == OpKind::recv_reduce || o.kind == OpKind::reduce)
+      if (o.kind == OpKind::recv_reduce || o.kind == OpKind::reduce || o.kind == OpKind::get_reduce)
         st.elements_reduced += o.dst.count;
-      if (has_peer(o.kind)) steps.push_back(o.step);
+      if (reads_remote(o.kind)) {
+        ++st.gets;
+        st.bytes_got += o.remote.count * spec_.elem_size;
+      }
+      if (o.kind == OpKind::signal) ++st.signals;
+      if (has_peer(o.kind) || is_one_sided(o.kind)) steps.push_back(o.step);
+    }
+    if (!spec_.window_buffers) {
+      check_staging(r, p.window_input, p.input_count, "input");
+      check_staging(r, p.window_output, p.output_count, "output");
     }
     std::sort(steps.begin(), steps.end());
     st.distinct_steps =
@@ -243,6 +321,67 @@ class Verifier {
                str_cat("depends on the later op ", d, "; deps must name earlier ops"));
   }
 
+  // A get's remote region, at the peer: a buffer peers may read, inside it,
+  // and staged where the call's buffers are not in windows.
+  void check_remote_regions(int r) {
+    const Program& p = programs_[static_cast<size_t>(r)];
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const Op& o = p.ops[k];
+      if (!reads_remote(o.kind)) continue;
+      const auto i = static_cast<OpIndex>(k);
+      const int q = o.peer;
+      const Program& pq = programs_[static_cast<size_t>(q)];
+      const Region& at = o.remote;
+      size_t size = 0;
+      switch (at.buffer) {
+        case BufferKind::input: size = pq.input_count; break;
+        case BufferKind::output: size = pq.output_count; break;
+        case BufferKind::window: size = pq.window_count; break;
+        default:
+          fail(VerifyErrorKind::bad_remote_region, r, i,
+               str_cat("reads rank ", q, "'s ", to_string(at.buffer),
+                       ", which peers cannot read (only input, output and window are shared)"));
+      }
+      const char* name = at.buffer == BufferKind::window ? "staging window" : "";
+      if (at.offset > size || at.count > size - at.offset)
+        fail(VerifyErrorKind::bad_remote_region, r, i,
+             str_cat("reads rank ", q, "'s ", describe(at), ", past the end of its ",
+                     *name ? name : to_string(at.buffer), ", which holds ", size, " elements"));
+      const bool off_root = q != spec_.root && at.count > 0;
+      if ((spec_.collective == Collective::broadcast && off_root &&
+           at.buffer == BufferKind::input) ||
+          (spec_.collective == Collective::reduce && off_root && at.buffer == BufferKind::output))
+        fail(VerifyErrorKind::forbidden_access, r, i,
+             str_cat("reads rank ", q, "'s ", to_string(at.buffer), ", which is not part of the ",
+                     to_string(spec_.collective), " off the root (root ", spec_.root, ")"));
+      if (at.buffer == BufferKind::window || spec_.window_buffers) continue;
+      const size_t staged = at.buffer == BufferKind::input ? pq.window_input : pq.window_output;
+      if (staged == SIZE_MAX)
+        fail(VerifyErrorKind::remote_not_staged, r, i,
+             str_cat("reads rank ", q, "'s shared ", to_string(at.buffer), ", which rank ", q,
+                     "'s Program never stages in its window (window_", to_string(at.buffer),
+                     " is unset), and the call's buffers are not in windows"));
+    }
+  }
+
+  // Where in the peer's memory a get reads: its staging window, or its own
+  // input or output (in windows), or where it staged them (checked above).
+  Region remote_region(const Op& o) const {
+    const Region& at = o.remote;
+    if (at.buffer == BufferKind::window || spec_.window_buffers) return at;
+    const Program& pq = programs_[static_cast<size_t>(o.peer)];
+    const size_t staged = at.buffer == BufferKind::input ? pq.window_input : pq.window_output;
+    return {BufferKind::window, staged + at.offset, at.count};
+  }
+
+  // "rank 2's input[0,+4)", with where the peer staged it.
+  std::string remote_name(const Op& o) const {
+    const Region at = remote_region(o);
+    std::string s = str_cat("rank ", o.peer, "'s ", describe(o.remote));
+    if (!(at == o.remote)) s += str_cat(" (staged at ", describe(at), ")");
+    return s;
+  }
+
   // ---- 2. matching --------------------------------------------------------
 
   void match() {
@@ -260,9 +399,8 @@ class Verifier {
     matching_ = std::move(m.matching);
   }
 
-  // ---- global op graph ----------------------------------------------------
-
-  void build_graph() {
+  // Global op ids: rank r's op i is base_[r] + i.
+  void number_ops() {
     const size_t n = programs_.size();
     base_.assign(n + 1, 0);
     for (size_t r = 0; r < n; ++r) base_[r + 1] = base_[r] + programs_[r].ops.size();
@@ -270,6 +408,82 @@ class Verifier {
     if (total >= kNone)
       fail(VerifyErrorKind::program_count, -1, kNoOp, str_cat("too many ops in all: ", total));
     rank_of_.resize(total);
+    for (size_t r = 0; r < n; ++r)
+      for (size_t g = base_[r]; g < base_[r + 1]; ++g) rank_of_[g] = static_cast<uint32_t>(r);
+  }
+
+  uint32_t global(int r, OpIndex i) const {
+    return static_cast<uint32_t>(base_[static_cast<size_t>(r)] + i);
+  }
+  OpIndex local(uint32_t g) const { return static_cast<OpIndex>(g - base_[rank_of_[g]]); }
+
+  // Signals with waits: a wait meets the one signal of the call from its peer
+  // with its flag; each signal is waited for once.
+  void match_flags() {
+    const size_t total = base_.back();
+    signal_of_.assign(total, kNone);
+    std::vector<uint32_t> wait_of(total, kNone);
+    const auto n = static_cast<uint64_t>(spec_.nranks);
+    auto key = [&](int from, int to, uint32_t flag) {
+      return (static_cast<uint64_t>(from) * n + static_cast<uint64_t>(to)) * kMaxFlags + flag;
+    };
+    std::unordered_map<uint64_t, uint32_t> raised;
+    for (int r = 0; r < spec_.nranks; ++r) {
+      const Program& p = programs_[static_cast<size_t>(r)];
+      for (size_t k = 0; k < p.ops.size(); ++k) {
+        const Op& o = p.ops[k];
+        if (o.kind != OpKind::signal) continue;
+        const auto i = static_cast<OpIndex>(k);
+        const auto [it, fresh] = raised.emplace(key(r, o.peer, o.flag), global(r, i));
+        if (!fresh)
+          fail(VerifyErrorKind::duplicate_signal, r, i,
+               str_cat("raises flag ", o.flag, " at rank ", o.peer,
+                       " a second time in the call (op ", local(it->second),
+                       " raised it already); a peer and flag take one signal per call"));
+      }
+    }
+    for (int r = 0; r < spec_.nranks; ++r) {
+      const Program& p = programs_[static_cast<size_t>(r)];
+      for (size_t k = 0; k < p.ops.size(); ++k) {
+        const Op& o = p.ops[k];
+        if (o.kind != OpKind::wait) continue;
+        const auto i = static_cast<OpIndex>(k);
+        const auto it = raised.find(key(o.peer, r, o.flag));
+        if (it == raised.end())
+          fail(VerifyErrorKind::unmatched_wait, r, i,
+               str_cat("waits for flag ", o.flag, " from rank ", o.peer, ", which rank ", o.peer,
+                       " never raises at this rank in the call (a missing signal): the wait "
+                       "would never complete"));
+        const uint32_t sig = it->second;
+        if (wait_of[sig] != kNone)
+          fail(VerifyErrorKind::duplicate_wait, r, i,
+               str_cat("waits for flag ", o.flag, " from rank ", o.peer, " a second time (op ",
+                       local(wait_of[sig]), " waits for it already); rank ", o.peer, " op ",
+                       local(sig), " raises it once"));
+        wait_of[sig] = global(r, i);
+        signal_of_[global(r, i)] = sig;
+      }
+    }
+    for (int r = 0; r < spec_.nranks; ++r) {
+      const Program& p = programs_[static_cast<size_t>(r)];
+      for (size_t k = 0; k < p.ops.size(); ++k) {
+        const Op& o = p.ops[k];
+        const auto i = static_cast<OpIndex>(k);
+        if (o.kind == OpKind::signal && wait_of[global(r, i)] == kNone)
+          fail(VerifyErrorKind::unmatched_signal, r, i,
+               str_cat("raises flag ", o.flag, " at rank ", o.peer, ", which never waits for it ",
+                       "in the call"));
+      }
+    }
+  }
+
+  // ---- global op graph ----------------------------------------------------
+
+  // Edges: deps, and a signal before its wait. The event run counts them all
+  // as prerequisites; a message is not an edge (its two sides meet instead).
+  void build_graph() {
+    const size_t n = programs_.size();
+    const size_t total = base_[n];
     prereq_.assign(total, 0);
     chan_next_.assign(total, kNone);
     partner_.assign(total, kNone);
@@ -278,9 +492,12 @@ class Verifier {
       const Program& p = programs_[r];
       for (size_t i = 0; i < p.ops.size(); ++i) {
         const size_t g = base_[r] + i;
-        rank_of_[g] = static_cast<uint32_t>(r);
         prereq_[g] = static_cast<uint32_t>(p.ops[i].deps.size());
         for (OpIndex d : p.ops[i].deps) ++fanout[base_[r] + d];
+        if (!signal_of_.empty() && signal_of_[g] != kNone) {
+          ++prereq_[g];
+          ++fanout[signal_of_[g]];
+        }
         const OpIndex prev = matching_.channel_prev[r][i];
         if (prev != kNoOp) {
           ++prereq_[g];
@@ -300,6 +517,17 @@ class Verifier {
         for (OpIndex d : p.ops[i].deps)
           dependents_[fill[base_[r] + d]++] = static_cast<uint32_t>(base_[r] + i);
     }
+    for (size_t g = 0; g < signal_of_.size(); ++g)
+      if (signal_of_[g] != kNone) dependents_[fill[signal_of_[g]]++] = static_cast<uint32_t>(g);
+  }
+
+  // The graph's topological order, for happens-before; a cycle (through
+  // signals and waits: deps alone point backwards) is a deadlock.
+  void order_ops() {
+    if (hb_.order(base_.back(), dep_off_, dependents_)) return;
+    const size_t done = run_events(false, false, false);
+    CHORUS_CHECK(done < base_.back());  // every edge is a prerequisite
+    report_deadlock(done);
   }
 
   // ---- layouts ------------------------------------------------------------
@@ -313,10 +541,11 @@ class Verifier {
     const Program& p = programs_[static_cast<size_t>(r)];
     Layout l;
     l.in_place = in_place;
-    l.size = p.input_count + p.output_count + p.scratch_count;
+    l.size = p.input_count + p.output_count + p.scratch_count + p.window_count;
     l.base[0] = 0;
     l.base[1] = p.input_count;
     l.base[2] = p.input_count + p.output_count;
+    l.base[3] = p.input_count + p.output_count + p.scratch_count;
     if (in_place) {
       const CollectiveSpec s = rank_spec(r);
       if (auto off = in_place_input_offset(s)) {
@@ -334,16 +563,175 @@ class Verifier {
 
   // ---- 3. races -----------------------------------------------------------
 
+  // One-sided Programs: pairs that deps do not order are kept for
+  // check_unordered_races, which asks whether other ranks order them.
   void check_races(bool in_place) {
     set_layout_name(in_place);
     for (int r = 0; r < spec_.nranks; ++r) {
       const Layout l = layout_for(r, in_place);
-      if (auto f = find_race(programs_[static_cast<size_t>(r)], l))
+      if (auto f =
+              find_race(programs_[static_cast<size_t>(r)], l, one_sided_ ? &unordered_ : nullptr))
         fail(f->kind == RaceFinding::Kind::race ? VerifyErrorKind::race
                                                 : VerifyErrorKind::overlapping_operands,
              r, kNoOp, f->message);
+      unordered_where_.resize(unordered_.size(), {r, in_place});
     }
     layout_name_ = {};
+  }
+
+  void check_unordered_races() {
+    std::vector<size_t> asked;
+    for (size_t k = 0; k < unordered_.size(); ++k) {
+      const int r = unordered_where_[k].first;
+      asked.push_back(
+          hb_.ask(hb_.add_op(global(r, unordered_[k].first)), global(r, unordered_[k].second)));
+    }
+    hb_.answer();
+    for (size_t k = 0; k < unordered_.size(); ++k) {
+      if (hb_.before(asked[k]) || hb_.after(asked[k])) continue;
+      set_layout_name(unordered_where_[k].second);
+      fail(VerifyErrorKind::race, unordered_where_[k].first, kNoOp, unordered_[k].message);
+    }
+    unordered_.clear();
+    unordered_where_.clear();
+  }
+
+  // ---- one-sided: the gets against their peers' writes ---------------------
+
+  // For every get of a peer q's memory (happens-before over deps and signal
+  // -> wait edges): some op of q before it (q has entered the call), each
+  // write of q to that memory before or after it, and some op of q after it
+  // (q's call has not returned). Of the problems found, a read before its
+  // data is reported first, then an overwrite, then a read after the return.
+  void check_remote_reads(bool with_in_place) {
+    struct Read {
+      int reader;
+      OpIndex op;
+      Region at;         // where, at the peer
+      size_t entry = 0;  // question: the peer before it / after it
+    };
+    struct Pair {
+      size_t read;
+      OpIndex write;  // an op of the peer that writes what the read reads
+      bool in_place;
+      size_t question;
+    };
+    std::vector<Read> reads;
+    std::vector<uint32_t> rank_item(programs_.size(), kNone);
+    std::vector<uint32_t> op_item(base_.back(), kNone);
+    for (int r = 0; r < spec_.nranks; ++r) {
+      const Program& p = programs_[static_cast<size_t>(r)];
+      for (size_t k = 0; k < p.ops.size(); ++k) {
+        const Op& o = p.ops[k];
+        if (!reads_remote(o.kind) || o.remote.count == 0) continue;
+        const auto q = static_cast<size_t>(o.peer);
+        if (rank_item[q] == kNone)
+          rank_item[q] =
+              hb_.add_range(static_cast<uint32_t>(base_[q]), static_cast<uint32_t>(base_[q + 1]));
+        const auto i = static_cast<OpIndex>(k);
+        reads.push_back({r, i, remote_region(o), hb_.ask(rank_item[q], global(r, i))});
+      }
+    }
+    if (reads.empty()) return;
+    std::vector<Pair> pairs;
+    for (int layout = 0; layout < (with_in_place ? 2 : 1); ++layout) {
+      const bool in_place = layout == 1;
+      // Per peer, what its ops write: [address, end) and the op.
+      struct Write {
+        size_t address;
+        size_t end;
+        OpIndex op;
+      };
+      std::vector<std::vector<Write>> writes(programs_.size());
+      std::vector<uint8_t> listed(programs_.size(), 0);
+      for (size_t k = 0; k < reads.size(); ++k) {
+        const Read& rd = reads[k];
+        const int q = op_at(rd.reader, rd.op).peer;
+        const auto uq = static_cast<size_t>(q);
+        const Layout lq = layout_for(q, in_place);
+        if (!listed[uq]) {
+          listed[uq] = 1;
+          const Program& pq = programs_[uq];
+          for (size_t j = 0; j < pq.ops.size(); ++j) {
+            const Op& w = pq.ops[j];
+            if (!writes_dst(w.kind) || w.dst.count == 0 || is_noop_copy(w, lq)) continue;
+            writes[uq].push_back(
+                {lq.address(w.dst), lq.address(w.dst) + w.dst.count, static_cast<OpIndex>(j)});
+          }
+        }
+        const size_t a = lq.address(rd.at);
+        const size_t e = a + rd.at.count;
+        for (const Write& w : writes[uq]) {
+          if (w.end <= a || e <= w.address) continue;
+          const uint32_t g = global(q, w.op);
+          if (op_item[g] == kNone) op_item[g] = hb_.add_op(g);
+          pairs.push_back({k, w.op, in_place, hb_.ask(op_item[g], global(rd.reader, rd.op))});
+        }
+      }
+    }
+    hb_.answer();
+
+    // The first problem of each kind, in order of reads.
+    std::optional<VerifyError> early, overwrite, late;
+    auto record = [&](std::optional<VerifyError>& slot, VerifyErrorKind kind, int rank,
+                      OpIndex op, const char* layout, const std::string& what) {
+      if (slot) return;
+      layout_name_ = layout;
+      slot = error(kind, rank, op, what);
+      layout_name_ = {};
+    };
+    for (const Read& rd : reads) {
+      if (hb_.before(rd.entry)) continue;
+      const Op& o = op_at(rd.reader, rd.op);
+      record(early, VerifyErrorKind::read_before_signal, rd.reader, rd.op, "",
+             str_cat("reads ", remote_name(o), ", but no op of rank ", o.peer,
+                     " happens before the read: it waits for no signal of rank ", o.peer,
+                     ", which may not have entered the call, nor written what the read reads"));
+    }
+    // The latest op (in program order) of the peer that happens before a read:
+    // a write the read is not ordered with that comes before it in the peer's
+    // program was meant to be read (the signal does not cover it, or the read
+    // does not wait for it); one after it overwrites what the read reads.
+    std::unordered_map<size_t, int64_t> latest;
+    auto latest_before = [&](size_t k) {
+      auto it = latest.find(k);
+      if (it != latest.end()) return it->second;
+      const Read& rd = reads[k];
+      const auto q = static_cast<uint32_t>(op_at(rd.reader, rd.op).peer);
+      int64_t m = -1;
+      for (uint32_t g : hb_.ancestors(global(rd.reader, rd.op)))
+        if (rank_of_[g] == q) m = std::max<int64_t>(m, local(g));
+      return latest[k] = m;
+    };
+    for (const Pair& pr : pairs) {
+      if (hb_.before(pr.question) || hb_.after(pr.question)) continue;
+      const Read& rd = reads[pr.read];
+      const Op& o = op_at(rd.reader, rd.op);
+      const int q = o.peer;
+      const char* layout = pr.in_place ? "in_place" : "out_of_place";
+      const std::string write = str_cat("op ", pr.write, " (", describe(op_at(q, pr.write)), ")");
+      if (static_cast<int64_t>(pr.write) < latest_before(pr.read))
+        record(early, VerifyErrorKind::read_before_signal, rd.reader, rd.op, layout,
+               str_cat("reads ", remote_name(o), " while rank ", q, "'s ", write,
+                       " may still write it: the write is not ordered before the read (the read",
+                       " waits for no signal that rank ", q, " raises after the write)"));
+      else
+        record(overwrite, VerifyErrorKind::overwrite_before_read, q, pr.write, layout,
+               str_cat("overwrites this rank's ", describe(rd.at), ", which rank ", rd.reader,
+                       "'s op ", rd.op, " (", describe(o), ") reads, without waiting for that",
+                       " read (for a signal that rank ", rd.reader, " raises after it)"));
+    }
+    for (const Read& rd : reads) {
+      if (hb_.after(rd.entry)) continue;
+      const Op& o = op_at(rd.reader, rd.op);
+      record(late, VerifyErrorKind::read_after_return, rd.reader, rd.op, "",
+             str_cat("reads ", remote_name(o), ", but no op of rank ", o.peer,
+                     " happens after the read: rank ", o.peer,
+                     "'s call may return while it runs, and then its buffers are the "
+                     "caller's again and its staging window the next call's"));
+    }
+    for (std::optional<VerifyError>* e : {&early, &overwrite, &late})
+      if (*e) throw Failure{std::move(**e)};
   }
 
   // ---- 4 + 5. the symbolic run -------------------------------------------
@@ -408,7 +796,7 @@ class Verifier {
     }
   }
 
-  // Applies op i of rank r (a copy or reduce) to every layout's memory.
+  // Applies op i of rank r (a local op or a get) to every layout's memory.
   void apply_local(int r, OpIndex i) {
     const Op& o = op_at(r, i);
     if (o.dst.count == 0) return;
@@ -422,7 +810,19 @@ class Verifier {
   void apply_local(World& w, int r, OpIndex i, const Op& o) {
     const Layout& l = w.layouts[static_cast<size_t>(r)];
     SymbolicMemory& m = *w.memory[static_cast<size_t>(r)];
-    if (o.kind == OpKind::copy) {
+    if (reads_remote(o.kind)) {
+      // The peer's memory as it is now: the checks of the gets proved that
+      // every write of it is ordered with the read.
+      const auto q = static_cast<size_t>(o.peer);
+      w.memory[q]->read(w.layouts[q].address(remote_region(o)), o.remote.count, seg_b_);
+      if (o.kind == OpKind::get) {
+        m.write(l.address(o.dst), seg_b_);
+      } else {
+        m.read(l.address(o.src), o.src.count, seg_a_);
+        combine(r, i, o.dst, seg_a_, seg_b_, seg_c_);
+        m.write(l.address(o.dst), seg_c_);
+      }
+    } else if (o.kind == OpKind::copy) {
       if (is_noop_copy(o, l)) return;
       m.read(l.address(o.src), o.src.count, seg_a_);
       m.write(l.address(o.dst), seg_a_);
@@ -538,6 +938,8 @@ class Verifier {
         for (OpIndex d : o.deps) t = std::max(t, t_done_[base_[static_cast<size_t>(r)] + d]);
         const OpIndex cp = matching_.channel_prev[static_cast<size_t>(r)][i];
         if (cp != kNoOp) t = std::max(t, t_start_[base_[static_cast<size_t>(r)] + cp]);
+        if (!signal_of_.empty() && signal_of_[g] != kNone)
+          t = std::max(t, t_done_[signal_of_[g]] + 1);  // the signal arrives
         t_start_[g] = t;
       }
       if (barrier) {
@@ -545,6 +947,8 @@ class Verifier {
         for (OpIndex d : o.deps) k = pool_.unite(k, know_end_[base_[static_cast<size_t>(r)] + d]);
         const OpIndex cp = matching_.channel_prev[static_cast<size_t>(r)][i];
         if (cp != kNoOp) k = pool_.unite(k, know_start_[base_[static_cast<size_t>(r)] + cp]);
+        if (!signal_of_.empty() && signal_of_[g] != kNone)
+          k = pool_.unite(k, know_end_[signal_of_[g]]);
         know_start_[g] = k;
         know_end_[g] = k;
       }
@@ -552,7 +956,7 @@ class Verifier {
       if (chan_next_[g] != kNone && --waiting_[chan_next_[g]] == 0) ready.push_back(chan_next_[g]);
       if (!has_peer(o.kind)) {
         if (data) apply_local(r, i);
-        complete(g, t);
+        complete(g, timing && reads_remote(o.kind) ? t + 1 : t);  // a get is a transfer
         continue;
       }
       const uint32_t p = partner_[g];
@@ -598,8 +1002,10 @@ class Verifier {
       const int r = static_cast<int>(rank_of_[cur]);
       const auto i = static_cast<OpIndex>(cur - base_[static_cast<size_t>(r)]);
       const Op& o = op_at(r, i);
-      std::string who = str_cat("rank ", r, " op ", i, " (", to_string(o.kind),
-                                has_peer(o.kind) ? str_cat(" peer=", o.peer) : std::string(), ")");
+      std::string who = str_cat(
+          "rank ", r, " op ", i, " (", to_string(o.kind),
+          has_peer(o.kind) || is_one_sided(o.kind) ? str_cat(" peer=", o.peer) : std::string(),
+          ")");
       uint32_t next = kNone;
       std::string why;
       if (state_[cur] == 1) {
@@ -616,6 +1022,12 @@ class Verifier {
         if (next == kNone && cp != kNoOp && state_[base_[static_cast<size_t>(r)] + cp] == 0) {
           next = static_cast<uint32_t>(base_[static_cast<size_t>(r)] + cp);
           why = str_cat("waits for its channel predecessor op ", cp, " to start");
+        }
+        if (next == kNone && !signal_of_.empty() && signal_of_[cur] != kNone &&
+            state_[signal_of_[cur]] != 2) {
+          next = signal_of_[cur];
+          why = str_cat("waits for flag ", o.flag, ", which rank ", o.peer, " raises in op ",
+                        local(next));
         }
       }
       chain += str_cat(chain.empty() ? "" : "; ", who, " ", why);
@@ -759,12 +1171,19 @@ class Verifier {
   RankSetPool pool_;
   std::string_view layout_name_;
   Matching matching_;
+  bool one_sided_ = false;  // some Program has one-sided ops
 
   std::vector<size_t> base_;
   std::vector<uint32_t> rank_of_, prereq_, chan_next_, partner_, dep_off_, dependents_;
   std::vector<uint32_t> waiting_, t_start_, t_done_;
   std::vector<uint8_t> state_;
   std::vector<SetId> know_start_, know_end_;
+  // One-sided: a wait's signal (kNone for other ops; empty without one-sided
+  // ops), happens-before, and the race sweep's pairs that deps do not order.
+  std::vector<uint32_t> signal_of_;
+  HappensBefore hb_;
+  std::vector<RaceFinding> unordered_;
+  std::vector<std::pair<int, bool>> unordered_where_;  // rank, in place
 
   std::vector<World> worlds_;
   World* world_ = nullptr;  // the one being updated, for messages

@@ -29,6 +29,29 @@
 //      the Barrier every rank's completion must causally follow every rank's
 //      start; for an average (spec.average) every reduced Output element is
 //      divided by N exactly once, and nothing is reduced into it after.
+// One-sided Programs (get, get_reduce, signal, wait; schedule/program.h) are
+// proven too, the steps above extended and a new one before the symbolic run:
+//   1. the call shares windows (spec.windows), peers and flags are in range,
+//      a get's remote region is a buffer peers may read, inside the peer's
+//      buffer, and, with the call's buffers outside windows
+//      (!spec.window_buffers), staged by the peer (Program::window_input /
+//      window_output), inside its staging window;
+//   2. every wait meets the one signal of the call from that peer with that
+//      flag: a wait without one hangs (unmatched_wait), a signal without a
+//      wait, or a second signal or wait of one flag, is an error too;
+//   3. race-free, where two ops of one rank may also be ordered through other
+//      ranks (a signal raised after a wait for this rank's signal);
+//   4. deadlock-free, a wait completing once its signal has;
+//   5. correct, a get reading the peer's symbolic memory;
+//   and, before 5, with happens-before taken over deps and signal -> wait
+//   edges (verify/happens_before.h), for every get of a peer q's memory:
+//     - it follows some op of q (q has entered the call), and each write of
+//       q to that memory is ordered with it: a write it is meant to read (one
+//       before, in q's program, the latest op of q it follows) comes before
+//       it (read_before_signal), any other after it (overwrite_before_read);
+//     - it happens before some op of q, so before q's call returns, after
+//       which q's buffers go back to the caller and its staging window is
+//       overwritten by the next call (read_after_return).
 // The verifier never prints, exits or throws for a bad schedule: problems come
 // back as a VerifyError.
 #pragma once
@@ -72,8 +95,21 @@ enum class VerifyErrorKind {
   wrong_result,           // an Output element does not hold what the collective defines
   barrier_incomplete,     // a rank may leave the barrier before another has arrived
   bad_spec,               // the request itself is invalid (N < 1, root outside [0, N))
+  // One-sided Programs:
+  no_windows,             // a one-sided op or window region where the ranks share no windows
+  bad_flag,               // a signal or wait with a flag outside [0, kMaxFlags)
+  bad_remote_region,      // a get's remote region is no buffer peers can read, or reaches past
+                          // the peer's buffer or staging window
+  remote_not_staged,      // a get reads a peer's shared input or output the peer never stages
+  unmatched_wait,         // a wait for a signal the peer never raises (missing signal: a hang)
+  unmatched_signal,       // a signal that no wait at the peer consumes
+  duplicate_signal,       // two signals of one flag to one peer in one call
+  duplicate_wait,         // two waits for the one signal of a peer and flag
+  read_before_signal,     // a get may read a peer's memory before the peer's write of it
+  overwrite_before_read,  // a rank may overwrite memory of its own before a peer's get of it
+  read_after_return,      // a get may read a peer's memory after the peer's call returned
 };
-inline constexpr int kVerifyErrorKindCount = 25;
+inline constexpr int kVerifyErrorKindCount = 36;
 std::string_view to_string(VerifyErrorKind kind);
 
 struct VerifyError {
@@ -92,13 +128,18 @@ struct RankStats {
   size_t bytes_sent = 0;
   size_t messages_received = 0;
   size_t bytes_received = 0;
-  size_t elements_reduced = 0;  // elements combined by recv_reduce and reduce
+  size_t elements_reduced = 0;  // elements combined by recv_reduce, reduce and get_reduce
   size_t ops = 0;
-  size_t distinct_steps = 0;    // distinct step numbers among the rank's send/receive ops
+  // Distinct step numbers among the rank's send/receive ops and one-sided ops.
+  size_t distinct_steps = 0;
   // Latency depth in messages: when every message takes one unit of time, local
   // ops none, a send and its receive complete together once both have started,
-  // and ports are unlimited, the time at which the rank's last op completes.
+  // and ports are unlimited, the time at which the rank's last op completes. A
+  // get takes one unit, and a wait completes one unit after its signal.
   size_t critical_path = 0;
+  size_t gets = 0;       // get and get_reduce ops
+  size_t bytes_got = 0;  // bytes they read from peers
+  size_t signals = 0;    // signal ops
 };
 
 struct VerifyResult {

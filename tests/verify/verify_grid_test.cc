@@ -6,7 +6,9 @@
 // A rank count that an algorithm declines as a whole (recursive_doubling
 // AllGather off powers of two) is not gridded; declining a single case must
 // come with a reason (checked here and in collectives_test's
-// Support.DeclinedCasesNameAReason).
+// Support.DeclinedCasesNameAReason). The one-sided algorithms, which decline
+// every N >= 2 here (no shared windows in these specs), are gridded with
+// windows in verify_one_sided_test.cc.
 //
 // Each parametrized test is one process under ctest, and a process costs tens
 // of milliseconds to start with thousands of tests registered; so the small
