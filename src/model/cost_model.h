@@ -81,6 +81,17 @@ struct LinkParams {
   // Fitted: seconds every collective call costs beyond its messages and
   // local work (the executor's stamps, plan lookup and dispatch).
   double call_overhead = 0;
+  // Fitted where the ranks share memory: seconds from a signal (a store into
+  // a flag of the peer's control window, transport/window.h) to the peer
+  // seeing it. A flag is one cache line and a get a plain memory read, with
+  // none of a message's per-message work (slots, matching), so both pay this
+  // rather than alpha: a signal arrives after it, a get of b bytes takes
+  // flag_alpha + b x per_byte(b). Negative: not fitted, and alpha stands in.
+  double flag_alpha = -1;
+
+  bool flag_alpha_fitted() const { return flag_alpha >= 0; }
+  // The fixed time of a signal or a get.
+  double one_sided_alpha() const { return flag_alpha_fitted() ? flag_alpha : alpha; }
 
   // Seconds per byte of a message of `bytes`.
   double per_byte(double bytes) const { return curve.empty() ? 1 / beta : curve.at(bytes); }

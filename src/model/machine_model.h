@@ -10,6 +10,9 @@
 //     half_duplex   whether a rank's sends and receives share one engine (the
 //                   CPU copies both ways over shm and loopback tcp)
 //     mem_traffic   host memory bytes per byte moved
+//     flag_alpha    where ranks share memory: a signal's latency, and the
+//                   fixed time of a get (a memory read with no message
+//                   overhead), in place of alpha
 //   per host (HostParams):
 //     memory        bandwidth shared by every copy, reduction and transfer of
 //                   the ranks of a host
@@ -27,6 +30,8 @@
 //   fit_rate_curve     timed kernel or copy runs: seconds / bytes per size
 //   fit_memory         one copy alone against K at once on K ranks
 //   fit_half_duplex    a bidirectional exchange against the ping-pong's time
+// flag_alpha needs no fit: it is half the median round trip of a flag
+// ping-pong (tune/calibration.cc).
 // Each fit is exact on data the model itself generates (tests/model).
 #pragma once
 

@@ -66,7 +66,9 @@ double call_overhead(Communicator& comm, const TuningTable& table, const std::ve
 
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
   Transport& transport = comm.impl().transport();
-  // The machine model first, with the transport quiet.
+  // The machine model first, with the transport quiet. Over shared memory
+  // its link carries flag_alpha, which the file keeps (flag_alpha_s), and
+  // which the call overhead's predictions below already use.
   ModelCalibrationOptions thorough = ModelCalibrationOptions::thorough();
   thorough.host_identity =
       comm.impl().config().host_id.empty() ? host_identity() : comm.impl().config().host_id;

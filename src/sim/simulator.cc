@@ -490,9 +490,12 @@ double Sim::work(int rank, double t, double seconds, double bytes, double traffi
 // hop holds a send port of hop.from and a receive port of hop.to (the
 // receiver's engine, and a core at each end, on a class that takes turns at
 // this size); a get's first hop holds only the reader's side, and a get's hops
-// book a copy's memory traffic rather than the class's.
+// book a copy's memory traffic rather than the class's and wait the class's
+// flag_alpha, where fitted, rather than its alpha (a read has no message
+// overhead).
 double Sim::book(const Hop& hop, double t, double bytes, HopKind kind) {
   const LinkParams& lc = topo_.classes()[hop.link_class];
+  const double latency = kind == HopKind::message ? lc.alpha : lc.one_sided_alpha();
   const double busy = lc.curve.empty() ? bytes / lc.beta : bytes * lc.curve.at(bytes);
   const auto ports = static_cast<size_t>(opt_.ports);
   // The earliest-free port of each end (lowest index on ties); a class that
@@ -506,7 +509,7 @@ double Sim::book(const Hop& hop, double t, double bytes, HopKind kind) {
   size_t rp = r0;
   for (size_t k = 1; k < ports; ++k)
     if (recv_side[r0 + k] < recv_side[rp]) rp = r0 + k;
-  double s = std::max(t + lc.alpha, recv_side[rp]);
+  double s = std::max(t + latency, recv_side[rp]);
   if (holds_sender) s = std::max(s, send_free_[sp]);
   for (uint32_t l : hop.links)
     if (l != kNoLink) s = std::max(s, link_free_[l]);
@@ -640,8 +643,8 @@ void Sim::start_one(uint32_t g, double t) {
       transfer(g, op(g).peer, s.rank, t, s.bytes, HopKind::get_first);
       break;
     case OpKind::signal: {
-      // Done at once; the flag reaches the waiting rank after the alphas of
-      // the route's hops.
+      // Done at once; the flag reaches the waiting rank after the route's
+      // hops' flag_alpha each (alpha where not fitted).
       ++result_.signals;
       push(t, EventKind::op_done, g);
       const uint32_t w = s.partner;
@@ -649,7 +652,7 @@ void Sim::start_one(uint32_t g, double t) {
       route_.clear();
       topo_.route(s.rank, ops_[w].rank, route_);
       double arrives = t;
-      for (const Hop& h : route_) arrives += topo_.classes()[h.link_class].alpha;
+      for (const Hop& h : route_) arrives += topo_.classes()[h.link_class].one_sided_alpha();
       deliver(w, arrives);
       break;
     }

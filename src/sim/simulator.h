@@ -27,6 +27,10 @@
 //     get_reduce adds gamma * b after the data arrives, as recv_reduce does;
 //   - a signal completes when it starts and holds no port; its flag reaches
 //     the peer after the alphas of the route's hops (one alpha on switch);
+//   - where a link class has a fitted flag_alpha (LinkParams), a signal's
+//     hop and a get's hop wait that instead of alpha: flags and gets are
+//     plain memory accesses, without a message's per-message work, so a get
+//     of b bytes over one hop takes flag_alpha + b per_byte(b);
 //   - a wait completes at max(started, its signal's arrival). Within one
 //     call the signal from q to r with flag f meets r's wait on (q, f); a
 //     wait without its signal, two signals or two waits of one (q, r, f), a

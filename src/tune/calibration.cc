@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "core/reduce_kernels.h"
+#include "transport/window.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +14,8 @@
 namespace chorus {
 namespace {
 
-// Waits until every request in `ids` has completed.
+// Waits until every request in `ids` has completed; `peer` is the one they
+// exchange with, or -1 for several.
 void wait_all(Transport& t, std::vector<RequestId> ids, Deadline deadline, int peer) {
   std::vector<RequestId> done;
   while (!ids.empty()) {
@@ -21,7 +23,8 @@ void wait_all(Transport& t, std::vector<RequestId> ids, Deadline deadline, int p
     t.wait_some(done, deadline);
     for (RequestId d : done) std::erase(ids, d);
     if (!ids.empty() && done.empty() && Clock::now() >= deadline)
-      fail(ErrorCode::timeout, "rank ", t.rank(), ": calibration: timeout waiting for peer ", peer);
+      fail(ErrorCode::timeout, "rank ", t.rank(), ": calibration: timeout waiting for ",
+           peer < 0 ? std::string("its peers") : str_cat("peer ", peer));
   }
 }
 
@@ -163,6 +166,119 @@ double bidirectional(Transport& t, int peer, size_t bytes, int trials, Deadline 
   });
 }
 
+// A WindowSet's record exchange over the transport: each rank sends its
+// record to every peer and receives theirs.
+RecordExchange exchange_records(Transport& t, Deadline deadline) {
+  return [&t, deadline](const WindowRecord& mine) {
+    std::vector<WindowRecord> all(static_cast<size_t>(t.size()));
+    all[static_cast<size_t>(t.rank())] = mine;
+    std::vector<RequestId> ids;
+    for (int q = 0; q < t.size(); ++q) {
+      if (q == t.rank()) continue;
+      ids.push_back(t.irecv(q, &all[static_cast<size_t>(q)], sizeof(WindowRecord), nullptr));
+      ids.push_back(t.isend(q, &mine, sizeof mine));
+    }
+    wait_all(t, std::move(ids), deadline, -1);
+    return all;
+  };
+}
+
+// Round trips per timed batch of the flag ping-pong (about a hundred
+// nanoseconds each between two cores: a clock reading per round trip would
+// be a good part of what it measures), and untimed batches before them.
+constexpr int kFlagBatch = 10;
+constexpr int kFlagWarmupBatches = 20;
+// Polls of a flag before a waiting rank starts yielding its CPU (the peer
+// may need it), and yields between looks at the clock and the peer.
+constexpr uint32_t kFlagSpins = 1 << 12;
+constexpr uint32_t kFlagCheckEvery = 1 << 10;
+
+// Half the median round trip of a flag between ranks 0 and 1 over a control
+// window: rank 0 raises flag kPing at rank 1 with call number k = 1, 2, ...,
+// rank 1 raises it back at rank 0 once it holds k, and rank 0 times batches
+// of kFlagBatch round trips. The warm-up stops after kFlagWarmupBatches or a
+// quarter of `budget`, the timed batches after `round_trips` or `budget`
+// (at least one batch each); then rank 0 raises kStop. Collective: every
+// rank helps create the window; ranks above 1 then return 0 at once.
+//
+// A rank that cannot create or map the window (it maps its peers' files
+// through /proc/<pid>/fd, which fails across PID namespaces, while the shm
+// transport's named segments may still work) does not fail the calibration:
+// it keeps the window's record exchanges in step with the ranks that got
+// further, every rank learns of it, and all return -1 (not measured).
+double flag_half_round_trip(Transport& t, int round_trips, std::chrono::microseconds budget,
+                            Deadline deadline) {
+  const RecordExchange over_transport = exchange_records(t, deadline);
+  int exchanges = 0;  // SharedWindow::create runs two
+  WindowSet windows(t.rank(), t.size(), [&](const WindowRecord& mine) {
+    ++exchanges;
+    return over_transport(mine);
+  });
+  double failed = 0;
+  try {
+    windows.prepare(0);  // the control window; no staging
+  } catch (const Error&) {
+    // A record that no rank accepts (0 bytes) where this rank has not sent
+    // its own yet; the barrier after it.
+    for (int k = exchanges; k < 2; ++k) over_transport(WindowRecord{});
+    failed = 1;
+  }
+  agree_max(t, std::span<double>(&failed, 1), deadline);
+  if (failed != 0) return -1;
+  const int rank = t.rank();
+  if (rank > 1) return 0;
+  const int peer = 1 - rank;
+  constexpr uint32_t kPing = 0;
+  constexpr uint32_t kStop = 1;
+  // Polls until seen() holds, as the executor's waits do.
+  auto until = [&](auto&& seen) {
+    for (uint32_t spins = 0; !seen(); ++spins) {
+      if (spins < kFlagSpins) continue;
+      std::this_thread::yield();
+      if (spins % kFlagCheckEvery != 0) continue;
+      if (Clock::now() >= deadline)
+        fail(ErrorCode::timeout, "rank ", rank, ": calibration: timeout waiting for rank ", peer,
+             "'s flag");
+      t.check_peer(peer);
+    }
+  };
+  uint32_t seq = 0;
+  if (rank == 1) {
+    for (;;) {
+      ++seq;
+      bool stop = false;
+      until([&] {
+        if (windows.signalled(peer, kPing, seq)) return true;
+        stop = windows.signalled(peer, kStop, 1);
+        return stop;
+      });
+      if (stop) return 0;
+      windows.signal(peer, kPing, seq);
+    }
+  }
+  auto batch = [&] {
+    const auto start = Clock::now();
+    for (int k = 0; k < kFlagBatch; ++k) {
+      ++seq;
+      windows.signal(peer, kPing, seq);
+      until([&] { return windows.signalled(peer, kPing, seq); });
+    }
+    return seconds_since(start) / kFlagBatch;
+  };
+  const auto start = Clock::now();
+  for (int i = 0; i < kFlagWarmupBatches; ++i) {
+    batch();
+    if (Clock::now() >= start + budget / 4) break;
+  }
+  std::vector<double> times;
+  do {
+    times.push_back(batch());
+  } while (static_cast<int>(times.size()) * kFlagBatch < round_trips &&
+           Clock::now() < start + budget);
+  windows.signal(peer, kStop, 1);
+  return median(std::move(times)) / 2;
+}
+
 // FNV-1a, cut to 52 bits so that a double carries it exactly.
 double identity_hash(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
@@ -196,6 +312,8 @@ ModelCalibrationOptions ModelCalibrationOptions::thorough() {
   o.rounds = 5;
   o.memory_bytes = size_t{64} << 20;
   o.all_ops = true;
+  o.flag_round_trips = 20000;
+  o.flag_budget = std::chrono::milliseconds(50);
   return o;
 }
 
@@ -292,6 +410,18 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   LinkParams link = fit_link_model(cls, samples);
   link.mem_traffic = 4;  // two copies (a send's and a receive's), each a read and a write
   fit_half_duplex(link, exchanges);
+
+  // 2b. Where the ranks share memory, the latency of a signal: ranks 0 and
+  // 1 ping-pong a flag, the others wait in agree_max. Every message hands
+  // over at least one cache line too, so a flag slower than alpha is the
+  // probe's misfortune (ranks 0 and 1 took turns on one CPU: each round
+  // trip then waits out a spin and a yield), not the link's: alpha bounds it,
+  // and a one-sided op is never priced above a message.
+  if (t.shares_memory()) {
+    double flag = flag_half_round_trip(t, o.flag_round_trips, o.flag_budget, deadline);
+    agree_max(t, std::span<double>(&flag, 1), deadline);
+    if (flag >= 0) link.flag_alpha = std::min(flag, link.alpha);
+  }
 
   // 3. Kernels and copies, on rank 0 alone.
   std::vector<std::pair<std::string, std::vector<double>>> rates;  // key, s/B per kernel size

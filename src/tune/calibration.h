@@ -76,6 +76,11 @@ struct ModelCalibrationOptions {
   // The ping-pong sweep stops after the size at which the calibration has
   // run this long (0: no limit), so that slow links stay within budget.
   std::chrono::milliseconds sweep_budget{0};
+  // The flag ping-pong (where the transport shares memory): round trips of
+  // a signal between ranks 0 and 1 after a warm-up, cut short once the probe
+  // has run for flag_budget.
+  int flag_round_trips = 2000;
+  std::chrono::microseconds flag_budget{5000};
   // This rank's host identity (host_layout); "" for every rank: one host.
   std::string host_identity;
   static ModelCalibrationOptions quick();
@@ -86,7 +91,12 @@ struct ModelCalibrationOptions {
 // rank of the transport calls it while no other traffic is in flight, and all
 // get the same answer (figures are agreed with agree_max; kernels are timed on
 // rank 0 alone, memory with everyone at once). The link is named
-// link_class_of(transport.name()). One rank alone gets an empty table.
+// link_class_of(transport.name()). Where the transport shares memory
+// (Transport::shares_memory), the link's flag_alpha is half the median round
+// trip of a flag between ranks 0 and 1 over a control window (a WindowSet
+// whose records go over the transport), the other ranks waiting, at most
+// alpha; elsewhere, and where a rank cannot map the window, it is left
+// unfitted. One rank alone gets an empty table.
 struct ModelCalibration {
   TuningTable table;        // links[class], host, compute
   std::vector<int> host_of;  // each rank's host, numbered from 0 in rank order

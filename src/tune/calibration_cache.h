@@ -30,7 +30,7 @@ namespace chorus {
 
 // The revision of the quick calibration's probes and fits; raised whenever
 // they change, so that entries they would not have written are not used.
-inline constexpr int kCalibrationProbes = 3;
+inline constexpr int kCalibrationProbes = 4;
 
 // dir/<hostname>-<link>-n<nranks>.p<kCalibrationProbes>.json
 std::string cache_file(const std::string& dir, std::string_view link, int nranks);

@@ -101,6 +101,11 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
     if (v.contains("mem_traffic")) p.mem_traffic = json_number(v, "mem_traffic", w);
     if (!(p.mem_traffic >= 0) || !std::isfinite(p.mem_traffic))
       fail(ErrorCode::invalid_argument, w, ": mem_traffic must be >= 0");
+    if (v.contains("flag_alpha_s")) {
+      p.flag_alpha = json_number(v, "flag_alpha_s", w);
+      if (!(p.flag_alpha >= 0) || !std::isfinite(p.flag_alpha))
+        fail(ErrorCode::invalid_argument, w, ": flag_alpha_s must be >= 0");
+    }
     t.links[name] = p;
   }
   if (j.contains("host")) {
@@ -165,6 +170,7 @@ std::string tuning_to_json(const TuningTable& t) {
     if (p.call_overhead > 0) l["call_overhead_s"] = p.call_overhead;
     if (p.half_duplex && p.half_duplex_from > 0) l["half_duplex_from_B"] = p.half_duplex_from;
     if (p.mem_traffic > 0) l["mem_traffic"] = p.mem_traffic;
+    if (p.flag_alpha_fitted()) l["flag_alpha_s"] = p.flag_alpha;
     links[name] = l;
   }
   nlohmann::json j = {{"format", "chorus-tuning"},

@@ -6,7 +6,7 @@
 //    "gamma_s_per_B": 1e-10, "ports": 1,
 //    "links": {"shm": {"alpha_s": 1.2e-6, "beta_Bps": 8.5e9,
 //                      "curve": [[4096, 6e-11], [65536, 4e-11], [67108864, 1.1e-10]],
-//                      "half_duplex": true, "mem_traffic": 4},
+//                      "half_duplex": true, "mem_traffic": 4, "flag_alpha_s": 1e-7},
 //              "tcp": {"alpha_s": 2.5e-5, "beta_Bps": 1.1e9}},
 //    "host": {"memory_Bps": 3.2e10, "cores": 2},
 //    "compute": {"copy": [[65536, 5e-11], ...],
@@ -17,7 +17,10 @@
 // Version 2 adds the fitted machine model (model/machine_model.h): a link's
 // curve, half_duplex and mem_traffic, the host and the compute rates. All of
 // them are optional; a version 1 file (alpha and beta only) still loads and
-// gives the plain alpha-beta-gamma model.
+// gives the plain alpha-beta-gamma model. A link's flag_alpha_s (the latency
+// of a signal over shared windows, LinkParams::flag_alpha) is optional too:
+// written where the calibration measured it, absent otherwise (and in files
+// written before it existed), and then alpha stands in for it.
 //
 // Rules are measured decisions: chorus-perf --calibrate times every algorithm
 // at each size of a sweep and records the fastest (see tuner.h for how they

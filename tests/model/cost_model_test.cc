@@ -1,5 +1,6 @@
-// Cost model tests: unit parsing and printing, the seed's lower bounds, and
-// the closed forms' seed values at the points where they coincide.
+// Cost model tests: unit parsing and printing, a link's one-sided alpha, the
+// seed's lower bounds, and the closed forms' seed values at the points where
+// they coincide.
 #include "algorithms/algorithm.h"
 #include "model/cost_model.h"
 #include "model/units.h"
@@ -7,6 +8,8 @@
 #include <chorus/error.h>
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace chorus {
 namespace {
@@ -60,6 +63,23 @@ TEST(Units, Printing) {
   EXPECT_EQ(format_time(3e-9), "3ns");
   EXPECT_EQ(format_time(2), "2s");
   EXPECT_EQ(format_bandwidth(25e9), "25GB/s");
+}
+
+TEST(LinkParams, FlagAlphaStandsForAlphaInOneSidedOpsOnlyWhenFitted) {
+  LinkParams l("shm", 1e-6, 1e9);
+  EXPECT_FALSE(l.flag_alpha_fitted());  // the seeds' model: none
+  EXPECT_EQ(l.one_sided_alpha(), 1e-6);
+  l.flag_alpha = 1e-7;
+  EXPECT_TRUE(l.flag_alpha_fitted());
+  EXPECT_EQ(l.one_sided_alpha(), 1e-7);
+  l.flag_alpha = 0;  // a fitted zero is still fitted
+  EXPECT_EQ(l.one_sided_alpha(), 0);
+  for (double unfitted : {-1.0, std::nan("")}) {
+    l.flag_alpha = unfitted;
+    EXPECT_FALSE(l.flag_alpha_fitted()) << unfitted;
+    EXPECT_EQ(l.one_sided_alpha(), 1e-6) << unfitted;
+  }
+  EXPECT_FALSE(LinkParams{}.flag_alpha_fitted());
 }
 
 TEST(LowerBound, SeedFormulas) {

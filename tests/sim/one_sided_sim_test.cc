@@ -3,7 +3,8 @@
 // engine on a half-duplex class), get_reduce adds the reduction, a signal
 // holds no port and reaches its peer after alpha, a wait completes when both
 // it has started and its signal has arrived; flags match per (signalling
-// rank, flag); bad one-sided programs are errors; and which topologies put
+// rank, flag); a fitted flag_alpha replaces alpha for signals and gets (not
+// messages); bad one-sided programs are errors; and which topologies put
 // every rank on one host (and so share windows).
 #include "sim/simulator.h"
 
@@ -192,6 +193,101 @@ TEST(OneSidedSim, MultiHopRoutesForwardGetsAndAddUpSignalAlphas) {
   expect_near_rel(r.rank_time[3], 6 * kUs);
   expect_near_rel(r.rank_time[5], 3 * kUs);
   EXPECT_EQ(r.hops, 3u);
+}
+
+// kLink with a fitted flag_alpha of a quarter of alpha.
+constexpr double kFlagAlpha = 0.25e-6;
+LinkParams with_flag_alpha(double flag_alpha) {
+  LinkParams l = kLink;
+  l.flag_alpha = flag_alpha;
+  return l;
+}
+
+TEST(OneSidedSim, AFittedFlagAlphaPricesSignalsAndGetsButNotMessages) {
+  // flag_alpha 0.25 us, alpha 1 us. Rank 0 raises flag 0 at rank 1 at once
+  // and sends rank 2 1000 bytes; rank 1 waits for the flag, then reads 1000
+  // bytes of rank 0.
+  //   the flag arrives at 0.25 us (not 1 us): the wait ends then;
+  //   the get starts at 0.25 us and holds rank 1's receive port from 0.5
+  //   (its flag_alpha) to 1.5 us;
+  //   the message still waits alpha: 1 to 2 us.
+  auto t = make_topology("switch", 3, with_flag_alpha(kFlagAlpha), kLink);
+  Progs p(3);
+  p[0].signal(1, 0);
+  p[0].send(2, B::input(0, 1000));
+  const OpIndex w = p[1].wait(0, 0);
+  p[1].get(0, B::input(0, 1000), B::output(0, 1000), {w});
+  p[2].recv(0, B::output(0, 1000));
+  const SimResult r = run(p.finish(), *t);
+  expect_near_rel(r.op_times[1][0].end, 0.25 * kUs);
+  expect_near_rel(r.op_times[1][1].start, 0.25 * kUs);
+  expect_near_rel(r.op_times[1][1].end, 1.5 * kUs);
+  expect_near_rel(r.rank_time[2], 2 * kUs);
+  expect_near_rel(r.time, 2 * kUs);
+}
+
+TEST(OneSidedSim, AGetIsFlagAlphaPlusItsBytesAtTheCurvesRate) {
+  // A curve of 2 ns/B replaces 1/beta: a get of 1000 bytes is 0.25 + 2 us,
+  // a get_reduce of 2000 bytes (gamma 1 ns/B) 0.25 + 4 + 2 us.
+  LinkParams l = with_flag_alpha(kFlagAlpha);
+  l.curve = {{{1000, 2e-9}}};
+  auto t = make_topology("switch", 2, l, l);
+  {
+    Progs p(2);
+    p[1].get(0, B::input(0, 1000), B::output(0, 1000));
+    expect_near_rel(run(p.finish(), *t).time, 2.25 * kUs);
+  }
+  {
+    Progs p(2);
+    p[0].get_reduce(1, B::input(0, 2000), B::output(0, 2000), B::output(0, 2000));
+    expect_near_rel(run(p.finish(), *t, SimOptions{1, 1e-9, 1}).time, 6.25 * kUs);
+  }
+  // Two gets at once on one receive port: the second waits for the first's
+  // bytes, not for another flag_alpha: 0.25 to 2.25, then 2.25 to 4.25 us.
+  Progs p(3);
+  p[0].get(1, B::input(0, 1000), B::output(0, 1000));
+  p[0].get(2, B::input(0, 1000), B::output(1000, 1000));
+  auto three = make_topology("switch", 3, l, l);
+  const SimResult r = run(p.finish(), *three);
+  expect_near_rel(r.op_times[0][0].end, 2.25 * kUs);
+  expect_near_rel(r.op_times[0][1].end, 4.25 * kUs);
+}
+
+TEST(OneSidedSim, FlagAlphaZeroIsFittedAndANegativeOneIsNot) {
+  // The handshake of AWaitAfterItsDepsCompletesAtTheSignal: flag, get of
+  // 1000 bytes, flag. flag_alpha 0: 0 + 1 + 0 = 1 us. Negative (not fitted)
+  // or NaN: alpha stands in, 4 us as there.
+  for (double fa : {0.0, -1.0, std::nan("")}) {
+    auto t = make_topology("switch", 2, with_flag_alpha(fa), kLink);
+    Progs p(2);
+    for (int r = 0; r < 2; ++r) {
+      p[r].signal(1 - r, 0);
+      const OpIndex w = p[r].wait(1 - r, 0);
+      const OpIndex g = p[r].get(1 - r, B::input(0, 1000), B::output(0, 1000), {w});
+      p[r].signal(1 - r, 2, {g});
+      p[r].wait(1 - r, 2);
+    }
+    expect_near_rel(run(p.finish(), *t).time, fa == 0 ? 1 * kUs : 4 * kUs);
+  }
+}
+
+TEST(OneSidedSim, MultiHopRoutesTakeFlagAlphaPerHop) {
+  // Ring of 8 as in MultiHopRoutesForwardGetsAndAddUpSignalAlphas, with
+  // flag_alpha 0.25 us: the get's three hops take 0.25 + 1 us each, 3.75 us;
+  // the flag's three hops 0.75 us. A message keeps alpha per hop: rank 4's
+  // 1000 bytes to rank 6 (4 -> 5 -> 6, links no one else uses) take
+  // 2 (1 + 1) = 4 us.
+  auto t = make_topology("ring", 8, with_flag_alpha(kFlagAlpha), kLink);
+  Progs p(8);
+  p[3].get(0, B::input(0, 1000), B::output(0, 1000));
+  p[0].signal(5, 1);
+  p[5].wait(0, 1);
+  p[4].send(6, B::input(0, 1000));
+  p[6].recv(4, B::output(0, 1000));
+  const SimResult r = run(p.finish(), *t);
+  expect_near_rel(r.rank_time[3], 3.75 * kUs);
+  expect_near_rel(r.rank_time[5], 0.75 * kUs);
+  expect_near_rel(r.rank_time[6], 4 * kUs);
 }
 
 TEST(OneSidedSim, BadOneSidedProgramsAreErrors) {

@@ -29,6 +29,7 @@ TuningTable fitted_table() {
   shm.half_duplex_from = 65536;
   shm.mem_traffic = 4;
   shm.call_overhead = 3e-7;
+  shm.flag_alpha = 1.2e-7;
   t.links["shm"] = shm;
   t.links["tcp"] = LinkParams("tcp", 9e-6, 2e9);
   t.host = {30e9, 2};
@@ -50,8 +51,12 @@ TEST(TuningFileV2, RoundTripsTheFittedModel) {
   EXPECT_EQ(shm.half_duplex_from, 65536);
   EXPECT_EQ(shm.call_overhead, 3e-7);
   EXPECT_EQ(shm.mem_traffic, 4);
+  EXPECT_EQ(shm.flag_alpha, 1.2e-7);
   EXPECT_TRUE(back.links.at("tcp").curve.empty());
   EXPECT_FALSE(back.links.at("tcp").half_duplex);
+  // tcp has no flag_alpha: none is written, and it loads unfitted.
+  EXPECT_EQ(text.find("flag_alpha_s"), text.rfind("flag_alpha_s")) << text;
+  EXPECT_FALSE(back.links.at("tcp").flag_alpha_fitted());
   EXPECT_EQ(back.host, t.host);
   EXPECT_EQ(back.compute, t.compute);
 }
@@ -62,6 +67,7 @@ TEST(TuningFileV2, VersionOneFilesStillLoadAsTheSeedsModel) {
       "v1");
   EXPECT_FALSE(t.fitted());
   EXPECT_EQ(t.links.at("shm").beta, 5e9);
+  EXPECT_FALSE(t.links.at("shm").flag_alpha_fitted());
   EXPECT_EQ(t.host, HostParams{});
   EXPECT_TRUE(t.compute.empty());
 }
@@ -82,6 +88,8 @@ TEST(TuningFileV2, BadModelEntriesAreClearErrors) {
   EXPECT_NE(bad(R"(, "curve": [4096])").find("pair"), std::string::npos);
   EXPECT_NE(bad(R"(, "half_duplex": 1)").find("half_duplex"), std::string::npos);
   EXPECT_NE(bad(R"(, "mem_traffic": -4)").find("mem_traffic"), std::string::npos);
+  EXPECT_NE(bad(R"(, "flag_alpha_s": -1e-7)").find("flag_alpha_s must be >= 0"), std::string::npos);
+  EXPECT_NE(bad(R"(, "flag_alpha_s": "fast")").find("flag_alpha_s"), std::string::npos);
   EXPECT_NE(bad("", R"(, "host": {"memory_Bps": -1})").find("memory_Bps"), std::string::npos);
   EXPECT_NE(bad("", R"(, "compute": {"kernels": [1]})").find("kernels"), std::string::npos);
   EXPECT_NE(tuning_to_json(fitted_table()).find("float32.sum"), std::string::npos);
@@ -138,6 +146,8 @@ TEST_F(CalibrationCache, WrittenThenReadAndKeptApartByRankCount) {
   EXPECT_FALSE(first.table.compute.copy.empty());
   EXPECT_NE(first.table.compute.kernel(DataType::float64, ReduceOp::sum), nullptr);
   EXPECT_EQ(first.host_of, (std::vector<int>{0, 0}));
+  // inproc ranks share memory: the flag ping-pong ran.
+  EXPECT_TRUE(link.flag_alpha_fitted());
 
   const CachedModel second = run_cache(2, config_);
   EXPECT_TRUE(second.from_cache);
@@ -146,6 +156,7 @@ TEST_F(CalibrationCache, WrittenThenReadAndKeptApartByRankCount) {
   // Another rank count is another entry, calibrated on its own.
   const CachedModel three = run_cache(3, config_);
   EXPECT_FALSE(three.from_cache);
+  EXPECT_TRUE(three.table.links.at("inproc").flag_alpha_fitted());
   EXPECT_NE(three.path, first.path);
   EXPECT_TRUE(std::filesystem::exists(three.path));
   EXPECT_TRUE(std::filesystem::exists(first.path));

@@ -158,6 +158,45 @@ TEST(OneSidedTuner, TheFittedModelSimulatesThemAndChoosesTwoShotWhereItWins) {
               6 * 0.3e-6 + 1.75e-9 * c, 1e-9 * t_two);
 }
 
+TEST(OneSidedTuner, AFittedFlagAlphaPricesOneShotsFlagsAndGets) {
+  // engine_bound() at N = 2, M = 8 B (2 floats), staged; f = the signal and
+  // get latency (flag_alpha where fitted, else alpha = 0.3 us). Rank 0:
+  //   copy Input into the window                  0 -> 0.8 ns
+  //   kReady at once; rank 1's arrives             0.8 ns + f
+  //   copy its own Input into Output               0.8 -> 1.6 ns
+  //   get_reduce of rank 1's 8 B on its engine     from 0.8 ns + 2f, 2 ns,
+  //   then the kernel's excess, 0.4 ns             -> 3.2 ns + 2f
+  //   kDone; rank 1's arrives                      4.0 ns + 3f
+  // Rank 1 gets rank 0's input (0.8 ns + 2f -> 2.8 ns + 2f), reduces its own
+  // into it (1.2 ns), raises kDone at 4.0 ns + 2f. The call: 4 ns + 3f.
+  // Recursive doubling's one exchange pays alpha, and both messages take
+  // turns on the engines: 0.3 us + 2 x 2 ns, then 0.4 ns of reduction (into
+  // scratch) and a 0.8 ns copy into Output.
+  const CollectiveSpec tiny = allreduce(2, 2, true);
+  const Algorithm* one_shot = find_algorithm(Collective::allreduce, "one_shot");
+  const Algorithm* doubling = find_algorithm(Collective::allreduce, "recursive_doubling");
+  ASSERT_NE(one_shot, nullptr);
+  ASSERT_NE(doubling, nullptr);
+  TuningTable unfitted = engine_bound();
+  TuningTable fitted = engine_bound();
+  fitted.links["shm"].flag_alpha = 0.05e-6;
+  auto time = [&](const TuningTable& t, const Algorithm& a) {
+    return MachineSim(t, "shm").time(a, tiny, DataType::float32, ReduceOp::sum);
+  };
+  EXPECT_NEAR(time(unfitted, *one_shot), 4e-9 + 3 * 0.3e-6, 1e-15);
+  EXPECT_NEAR(time(fitted, *one_shot), 4e-9 + 3 * 0.05e-6, 1e-15);
+  // Messages keep alpha: recursive doubling is the same either way.
+  EXPECT_NEAR(time(unfitted, *doubling), 0.3e-6 + 5.2e-9, 1e-15);
+  EXPECT_DOUBLE_EQ(time(fitted, *doubling), time(unfitted, *doubling));
+  // So the tuner picks one_shot only where the flags are fitted fast.
+  auto pick = [&](const TuningTable& t) {
+    Tuner tuner(2, CostParams{0.3e-6, 4e9, 1e-10, 1}, {}, std::make_shared<MachineSim>(t, "shm"));
+    return tuner.pick(tiny)->name;
+  };
+  EXPECT_NE(pick(unfitted), "one_shot");
+  EXPECT_EQ(pick(fitted), "one_shot");
+}
+
 TEST(OneSidedTuner, ASweepRunsThemWhereTheTopologyIsOneHost) {
   // alpha 1 us, beta 1 GB/s, gamma 0, M = 4000 B on 4 ranks: one_shot
   // 17 us (above), on a switch with its closed form; on hier:4 (one host)
