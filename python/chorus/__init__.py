@@ -16,6 +16,16 @@ environment::
 
 Buffers are any C-contiguous buffer (numpy arrays, memoryviews, bytearrays)
 of int8, uint8, int32, uint32, int64, uint64, float16, float32 or float64.
+
+Ranks on one host (shm) can share memory: ``comm.empty(shape, dtype)`` is a
+numpy array in a new window of the communicator (``comm.window(nbytes)``, a
+chorus.Window, is the raw bytes), made by every rank together. A call whose x
+and out both lie in windows reads the peers' data in place, without copies::
+
+    g = comm.empty(1 << 20, np.float32)     # a collective: every rank, same shape
+    g[:] = grad
+    comm.allreduce(g, out=g)                # in place, read by the peers where it lies
+
 Blocking calls release the GIL; Ctrl-C in one aborts the communicator and
 raises KeyboardInterrupt. Errors are chorus.Error subclasses (TimeoutError,
 PeerFailure, MismatchError, AbortedError, and InvalidArgument, which is also
@@ -32,6 +42,7 @@ from ._chorus import (  # noqa: F401
     PeerFailure,
     ReduceOp,
     TimeoutError,
+    Window,
     Work,
     __version__,
     init,
@@ -46,6 +57,7 @@ __all__ = [
     "PeerFailure",
     "ReduceOp",
     "TimeoutError",
+    "Window",
     "Work",
     "init",
 ]

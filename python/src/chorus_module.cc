@@ -29,6 +29,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -264,10 +266,11 @@ CallOptions call_options(const std::optional<std::string>& algorithm,
 
 // --- waiting -----------------------------------------------------------------
 
-// A thread that blocks in Work::wait() on behalf of the caller, so that the
-// caller can wake up every kSignalSlice to look for signals. The communicator
-// is used by one thread at a time still: the caller only waits meanwhile (or
-// calls Communicator::abort, which any thread may).
+// A thread that blocks in Work::wait() (or in another blocking call: a
+// window's creation) on behalf of the caller, so that the caller can wake up
+// every kSignalSlice to look for signals. The communicator is used by one
+// thread at a time still: the caller only waits meanwhile (or calls
+// Communicator::abort, which any thread may).
 class Waiter {
  public:
   Waiter() : thread_([this] { run(); }) {}
@@ -282,10 +285,10 @@ class Waiter {
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
-  void start(Work* work) {
+  void start(std::function<void()> job) {
     {
       std::lock_guard lock(mu_);
-      job_ = work;
+      job_ = std::move(job);
       finished_ = false;
       error_ = nullptr;
     }
@@ -315,11 +318,11 @@ class Waiter {
     while (true) {
       cv_.wait(lock, [&] { return stop_ || job_ != nullptr; });
       if (job_ == nullptr) return;  // stopping
-      Work* work = std::exchange(job_, nullptr);
+      std::function<void()> job = std::exchange(job_, nullptr);
       lock.unlock();
       std::exception_ptr error;
       try {
-        work->wait();
+        job();
       } catch (...) {
         error = std::current_exception();
       }
@@ -332,7 +335,7 @@ class Waiter {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  Work* job_ = nullptr;
+  std::function<void()> job_;
   bool finished_ = false;
   bool stop_ = false;
   std::exception_ptr error_;
@@ -464,6 +467,19 @@ class PyCommunicator {
 
   std::string flight_record() const { return live().flight_record(); }
 
+  // A collective: a new window of `bytes` on every rank. It waits for the
+  // peers as a blocking call does (Ctrl-C aborts it).
+  Window window(py::ssize_t nbytes) {
+    if (nbytes < 0) invalid("window: negative nbytes " + std::to_string(nbytes));
+    const auto bytes = static_cast<size_t>(nbytes);
+    Busy busy(*this);
+    collect_finished();
+    Communicator& c = live();
+    Window w;
+    block_or_raise([&] { w = c.window(bytes); }, {}, std::nullopt, "window");
+    return w;
+  }
+
   // Waits for the calls still pending (a call's buffers must outlive it),
   // then destroys the communicator. Idempotent.
   void close() {
@@ -550,6 +566,15 @@ class PyCommunicator {
   // (Ctrl-C) aborts the communicator and re-raises; so does `timeout`
   // passing, as chorus.TimeoutError. Errors of the call propagate.
   void wait_or_raise(Work& work, std::optional<double> timeout, const std::string& what) {
+    block_or_raise([&work] { work.wait(); }, [&work] { return work.done(); }, timeout, what);
+  }
+
+  // Runs `job`, a call that blocks in the communicator, with the GIL released
+  // and as wait_or_raise waits: on the waiter thread while this one looks for
+  // signals (and `timeout`). `done`, where given, is polled for kPollFirst
+  // first; once it says the job would not block, the job runs here.
+  void block_or_raise(const std::function<void()>& job, const std::function<bool()>& done,
+                      std::optional<double> timeout, const std::string& what) {
     std::optional<Clock::time_point> give_up;
     if (timeout) give_up = Clock::now() + seconds_to_ms(*timeout, what + ": timeout");
     const bool signals = on_main_thread();
@@ -558,18 +583,20 @@ class PyCommunicator {
     {
       py::gil_scoped_release nogil;
       if (!signals && !give_up) {
-        work.wait();
+        job();
         return;
       }
-      const auto poll_until = Clock::now() + kPollFirst;
-      bool finished = false;
-      while (!finished && Clock::now() < poll_until) finished = work.done();
-      if (finished) {
-        work.wait();  // raises the call's error, if any
-        return;
+      if (done) {
+        const auto poll_until = Clock::now() + kPollFirst;
+        bool finished = false;
+        while (!finished && Clock::now() < poll_until) finished = done();
+        if (finished) {
+          job();  // raises the call's error, if any
+          return;
+        }
       }
       if (!waiter_) waiter_ = std::make_unique<Waiter>();
-      waiter_->start(&work);
+      waiter_->start(job);
       while (true) {
         auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(kSignalSlice);
         if (give_up)
@@ -756,6 +783,74 @@ py::object recv(py::object self, py::object x, int peer, Keywords kw) {
   return c.run(std::move(self), std::move(call), kw.async_op);
 }
 
+// --- windows ---------------------------------------------------------------------
+
+// A numpy dtype of chorus's: a dtype, a scalar type (np.float32) or a name
+// ("float32"), in native byte order.
+py::dtype window_dtype(py::handle obj, const std::string& call) {
+  py::dtype dt;
+  try {
+    dt = py::dtype::from_args(py::reinterpret_borrow<py::object>(obj));
+  } catch (py::error_already_set& e) {
+    invalid(call + ": dtype " + py::repr(obj).cast<std::string>() + " is not a numpy dtype (" +
+            e.what() + ")");
+  }
+  const char kind = dt.kind();
+  const py::ssize_t w = dt.itemsize();
+  const bool integer = (kind == 'i' || kind == 'u') && (w == 1 || w == 4 || w == 8);
+  const bool floating = kind == 'f' && (w == 2 || w == 4 || w == 8);
+  if ((integer || floating) && !dt.attr("isnative").cast<bool>())
+    invalid(call + ": dtype " + py::str(py::handle(dt)).cast<std::string>() +
+            " is not in native byte order");
+  if (dt.has_fields() || !(integer || floating))
+    invalid(call + ": dtype " + py::str(py::handle(dt)).cast<std::string>() +
+            ", which chorus does not support; supported: int8, uint8, int32, uint32, int64, "
+            "uint64, float16, float32, float64");
+  return dt;
+}
+
+// An int or a sequence of ints, none negative.
+std::vector<py::ssize_t> window_shape(py::handle shape, const std::string& call) {
+  const std::string text = py::repr(shape).cast<std::string>();
+  std::vector<py::ssize_t> dims;
+  auto add = [&](py::handle d) {
+    if (!PyIndex_Check(d.ptr()))
+      invalid(call + ": shape " + text + " is not an int or a sequence of ints");
+    const Py_ssize_t v = PyNumber_AsSsize_t(d.ptr(), nullptr);  // clamped on overflow
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (v < 0)
+      invalid(call + ": shape " + text + " has the negative dimension " + std::to_string(v));
+    dims.push_back(v);
+  };
+  if (PyIndex_Check(shape.ptr())) {
+    add(shape);
+  } else if (PySequence_Check(shape.ptr()) && !py::isinstance<py::str>(shape) &&
+             !py::isinstance<py::bytes>(shape)) {
+    for (py::handle d : py::reinterpret_borrow<py::sequence>(shape)) add(d);
+  } else {
+    invalid(call + ": shape " + text + " is not an int or a sequence of ints");
+  }
+  return dims;
+}
+
+py::array empty(py::object self, py::handle shape, py::handle dtype) {
+  Comm& c = self.cast<Comm&>();
+  const std::string call = "empty";
+  const py::dtype dt = window_dtype(dtype, call);
+  const std::vector<py::ssize_t> dims = window_shape(shape, call);
+  size_t bytes = static_cast<size_t>(dt.itemsize());
+  for (py::ssize_t d : dims)
+    if (__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) ||
+        bytes > static_cast<size_t>(PY_SSIZE_T_MAX))
+      invalid(call + ": shape " + py::repr(shape).cast<std::string>() + " of " +
+              py::str(py::handle(dt)).cast<std::string>() + " is too large");
+  // The array's base is the window: the memory lives while the array (or a
+  // view of it) does.
+  py::object window = py::cast(c.window(static_cast<py::ssize_t>(bytes)));
+  const void* data = window.cast<const Window&>().data();
+  return py::array(dt, dims, data, window);
+}
+
 // --- start-up ------------------------------------------------------------------
 
 // init() runs on a thread of its own while the caller waits in slices: the
@@ -869,6 +964,23 @@ PYBIND11_MODULE(_chorus, m) {
            "chorus.TimeoutError.")
       .def("done", &PyWork::done, "Makes progress without blocking; True once the call has ended.");
 
+  py::class_<Window>(m, "Window", py::buffer_protocol(),
+                     "Memory that every rank of a one-host communicator can address "
+                     "(Communicator.window): a buffer of bytes, e.g. np.frombuffer(w, "
+                     "np.float32). It lives while any reference to it does.")
+      .def_buffer([](const Window& w) {
+        return py::buffer_info(w.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(w.size())}, {py::ssize_t{1}});
+      })
+      .def_property_readonly(
+          "data_ptr", [](const Window& w) { return reinterpret_cast<uintptr_t>(w.data()); },
+          "The address of this rank's memory of the window.")
+      .def_property_readonly("nbytes", &Window::size, "The window's size in bytes.")
+      .def("__len__", &Window::size)
+      .def("__repr__", [](const Window& w) {
+        return "<chorus.Window of " + std::to_string(w.size()) + " bytes>";
+      });
+
   py::class_<PyCommunicator, std::shared_ptr<PyCommunicator>>(
       m, "Communicator", "One rank's handle on a group of ranks; a context manager.")
       .def_property_readonly("rank", &PyCommunicator::rank)
@@ -887,6 +999,14 @@ PYBIND11_MODULE(_chorus, m) {
            "the peers raise AbortedError naming this rank and the reason.")
       .def("flight_record", &PyCommunicator::flight_record,
            "This rank's last 64 calls as JSON text.")
+      .def("window", &PyCommunicator::window, py::arg("nbytes"),
+           "A collective: a new chorus.Window of nbytes on every rank, memory that every rank "
+           "can address (shm only; over tcp InvalidArgument). Every rank calls it with the "
+           "same nbytes, in the same order as its other calls.")
+      .def("empty", &empty, py::arg("shape"), py::arg("dtype") = "float64",
+           "A new array of shape and dtype (as numpy.empty) in a new window of this "
+           "communicator (a collective, as window()); its base is the Window. Calls whose x "
+           "and out both lie in windows read the peers' data in place.")
       .def(
           "allreduce",
           [](py::object self, py::handle x, py::handle op, py::object out,

@@ -26,6 +26,7 @@
 
 #include <chorus/chorus.h>
 
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -41,6 +42,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -429,6 +431,31 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   void abort(const std::string& reason) { comm_.abort(reason); }
   std::string transport_name() const { return std::string(comm_.impl().transport().name()); }
   std::string flight_record() const { return comm_.flight_record(); }
+
+  // A collective, queued like every call: a tensor of `sizes` in a new window
+  // of the communicator (Communicator::window), whose memory lives as long as
+  // the tensor's storage. Calls whose tensors all lie in windows read the
+  // peers' data in place. Blocks until every rank has made the window.
+  at::Tensor empty(const std::vector<int64_t>& sizes, at::ScalarType type) {
+    const std::string call = "empty";
+    size_t bytes = c10::elementSize(type);
+    for (const int64_t d : sizes) {
+      if (d < 0) unsupported(call, "negative size " + std::to_string(d));
+      if (__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) ||
+          bytes > static_cast<size_t>(std::numeric_limits<int64_t>::max()))
+        unsupported(call, "the tensor would hold more than 2^63 bytes");
+    }
+    auto window = std::make_shared<Window>();
+    c10::intrusive_ptr<c10d::Work> work = enqueue(
+        c10d::OpType::UNKNOWN, call, {}, false,
+        [window, bytes](Communicator& c, std::vector<CallHandle>&) { *window = c.window(bytes); },
+        [] {});
+    work->wait(kNoTimeout);
+    const Window w = *window;
+    // The deleter's copy of the window keeps the memory mapped.
+    return at::from_blob(
+        w.data(), sizes, [w](void*) {}, at::TensorOptions().dtype(type).device(at::kCPU));
+  }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
@@ -1039,5 +1066,25 @@ PYBIND11_MODULE(_backend, m) {
       .def_property_readonly("transport", &ProcessGroupChorus::transport_name,
                              "The name of the chorus transport under this group (shm, tcp, ...).")
       .def("flight_record", &ProcessGroupChorus::flight_record,
-           "This rank's last 64 chorus calls as JSON text.");
+           "This rank's last 64 chorus calls as JSON text.")
+      .def(
+          "empty",
+          [](ProcessGroupChorus& pg, const std::vector<int64_t>& size, py::handle dtype) {
+            if (!THPDtype_Check(dtype.ptr()))
+              throw chorus::Error(chorus::ErrorCode::invalid_argument,
+                                  std::string("chorus backend: empty: dtype must be a "
+                                              "torch.dtype, not ") +
+                                      Py_TYPE(dtype.ptr())->tp_name);
+            const at::ScalarType type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+            at::Tensor t;
+            {
+              py::gil_scoped_release nogil;
+              t = pg.empty(size, type);
+            }
+            return t;
+          },
+          py::arg("size"), py::arg("dtype"),
+          "A collective: a CPU tensor of size and dtype in a new shared window of this group's "
+          "communicator (shm only). Calls on tensors in windows read the peers' data in "
+          "place. chorus.torch.empty is the front end.");
 }

@@ -1,5 +1,6 @@
 """The numpy binding: every collective and dtype at N = 1..4 over shm and tcp,
-the error classes, Ctrl-C, and the variables chorus-run exports."""
+the error classes, Ctrl-C, the variables chorus-run exports, and windows
+(comm.window, comm.empty) over shm and tcp."""
 
 import re
 
@@ -18,6 +19,15 @@ def test_collectives(n, transport):
 def test_errors(transport):
     proc = launch(2, "numpy_errors.py", transport=transport)
     require_ok(proc, 2, "numpy_errors OK")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_windows(n):
+    require_ok(launch(n, "numpy_windows.py", "shm", transport="shm"), n, "numpy_windows OK")
+
+
+def test_windows_over_tcp_raise():
+    require_ok(launch(2, "numpy_windows.py", "tcp", transport="tcp"), 2, "numpy_windows OK")
 
 
 def test_ctrl_c_aborts_a_blocked_call():

@@ -1,6 +1,6 @@
 """The torch.distributed backend "chorus": every supported call at N = 2 and
-3, the ways to start (env://, file://, tcp://, torchrun), DDP against gloo, the
-example and errors."""
+3, the ways to start (env://, file://, tcp://, torchrun), DDP against gloo,
+window-backed tensors against gloo, the example and errors."""
 
 import pathlib
 import re
@@ -42,6 +42,11 @@ def test_under_torchrun():
 @pytest.mark.parametrize("n", [2, 3])
 def test_ddp_matches_gloo(n):
     require_ok(launch(n, "torch_ddp.py"), n, "torch_ddp OK")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_window_tensors(n):
+    require_ok(launch(n, "torch_windows.py"), n, "torch_windows OK")
 
 
 def test_errors(tmp_path):

@@ -14,18 +14,29 @@ host, TCP across hosts. It takes contiguous or not CPU tensors of int8, uint8,
 int32, int64, float16, bfloat16, float32 and float64 (data that is only moved,
 not reduced, may have any dtype). Errors of chorus (timeouts, mismatches,
 aborts) reach Python as chorus.Error subclasses, which are RuntimeErrors too.
+
+``chorus.torch.empty`` makes tensors in shared windows: calls whose tensors
+all lie in windows read the peers' data in place, without the copies that
+ordinary tensors need (ranks of one host, over shared memory)::
+
+    grad = chorus.torch.empty(1 << 20)  # float32, in a window of the default group
+    grad.copy_(local)
+    dist.all_reduce(grad)
+
 docs/PYTHON.md lists the supported calls.
 """
 
 import datetime
+import operator as _operator
 
+import torch as _torch
 import torch.distributed as _dist
 
 import chorus as _chorus  # noqa: F401  (the exception classes torch's calls raise)
 
 from ._backend import ProcessGroupChorus
 
-__all__ = ["ProcessGroupChorus", "BACKEND"]
+__all__ = ["ProcessGroupChorus", "BACKEND", "empty"]
 
 BACKEND = "chorus"
 
@@ -35,6 +46,34 @@ def _create_process_group(store, rank, world_size, timeout):
     if isinstance(timeout, datetime.timedelta):
         timeout = timeout.total_seconds()
     return ProcessGroupChorus(store, rank, world_size, float(timeout))
+
+
+def empty(*size, dtype=None, group=None):
+    """A CPU tensor of `size` (as torch.empty: ints or one sequence) and `dtype`
+    (default: torch.get_default_dtype()) in a new shared window of the
+    communicator of `group`, a chorus process group (default: the default
+    group). A collective: every rank of the group calls it with the same size
+    and dtype, in the same order as its other calls. The window lives as long
+    as the tensor's storage (views and slices included). Calls whose tensors
+    all lie in windows read the peers' data in place; over tcp the call
+    raises chorus.InvalidArgument. Fill it before use: its contents are not
+    defined."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, _torch.Size)):
+        size = tuple(size[0])
+    if dtype is None:
+        dtype = _torch.get_default_dtype()
+    pg = _dist.distributed_c10d._get_default_group() if group is None else group
+    if not isinstance(pg, ProcessGroupChorus):
+        try:
+            backend = f"backend {_dist.get_backend(pg)!r}"
+        except (RuntimeError, ValueError):
+            backend = type(pg).__name__
+        error = _chorus.InvalidArgument(
+            f"chorus.torch.empty: the group is not a chorus process group ({backend}); "
+            f"pass group= a group made with backend=\"chorus\"")
+        error.code = "invalid_argument"
+        raise error
+    return pg.empty([_operator.index(s) for s in size], dtype)
 
 
 if BACKEND.upper() not in _dist.Backend._plugins:

@@ -6,7 +6,8 @@ of rank 0 sends it SIGINT, as Ctrl-C does. The call must raise
 KeyboardInterrupt from inside the receive and abort the communicator: rank
 1, blocked in a receive from rank 0, raises AbortedError naming the
 interrupt. Round 2: the same with rank 0 blocked in an AllReduce that rank 1
-never joins (rank 1 waits on another communicator meanwhile).
+never joins (rank 1 waits on another communicator meanwhile). Round 3: the
+same with rank 0 blocked in comm.window(), a collective rank 1 never joins.
 
 Every call's timeout (120 s) is far beyond the test's: a call that ignored
 the signal would end in chorus.TimeoutError instead. The thread that sends
@@ -91,6 +92,17 @@ def main():
     sync.barrier()
     if rank == 0:
         interrupted(lambda: comm.allreduce(np.ones(1 << 20, np.float32), timeout=120))
+        expect_aborted(lambda: comm.barrier(), "rank 0's next call")
+        sync.send(np.ones(1), 1)
+    else:
+        sync.recv(np.zeros(1), 0, timeout=120)
+    comm.close()
+
+    # Round 3: a blocked window creation.
+    comm = chorus.init()
+    sync.barrier()
+    if rank == 0:
+        interrupted(lambda: comm.window(1 << 20))
         expect_aborted(lambda: comm.barrier(), "rank 0's next call")
         sync.send(np.ones(1), 1)
     else:
