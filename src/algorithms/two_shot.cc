@@ -5,8 +5,9 @@
 //
 //   1. Staging (user buffers): copy Input into the staging window; signal
 //      kReady. (Buffers in windows: signal kReady at once.)
-//   2. Output block r = own Input block r, then for every peer q, after q's
-//      kReady: Output block r (+)= q's Input block r.
+//   2. For every peer q in turn, after q's kReady: Output block r = (own
+//      Input block r for the first, else Output block r) (+) q's Input
+//      block r.
 //      Staged, the reduced block is copied to the window over the own staged
 //      block r (which no peer reads); then kReduced to every peer.
 //   3. For every peer q, after q's kReduced: Output block q = q's reduced
@@ -63,11 +64,15 @@ Program build_two_shot_allreduce(const CollectiveSpec& spec) {
 
   const Chunk mine = block(m, parts, static_cast<size_t>(r));
   const Region out_mine = slice(BufferKind::output, mine);
-  OpIndex last = b.copy(slice(BufferKind::input, mine), out_mine, staged, 1);
+  // The first fold reads the own block from Input: no copy of it into
+  // Output first (in place the two are the same memory anyway).
+  OpIndex last = 0;
   for (int k = 1; k < n; ++k) {
     const int q = (r + k) % n;
-    last = b.get_reduce(q, slice(BufferKind::input, mine), out_mine, out_mine,
-                        {last, ready[static_cast<size_t>(q)]}, 1);
+    std::vector<OpIndex> deps = k == 1 ? staged : std::vector<OpIndex>{last};
+    deps.push_back(ready[static_cast<size_t>(q)]);
+    last = b.get_reduce(q, slice(BufferKind::input, mine),
+                        k == 1 ? slice(BufferKind::input, mine) : out_mine, out_mine, deps, 1);
   }
   std::vector<OpIndex> reduced_deps{last};
   if (!in_windows)
