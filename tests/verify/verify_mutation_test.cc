@@ -2,6 +2,7 @@
 // place each, must be rejected with the specific error kind (and the error
 // must name the rank and op where that is meaningful).
 #include "algorithms/algorithm.h"
+#include "support/program_edit.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>
@@ -33,24 +34,7 @@ OpIndex nth(const Program& p, OpKind kind, size_t k) {
   return 0;
 }
 
-// Removes op i; ops that depended on it inherit its deps, so the rest of the
-// ordering is kept.
-void erase_op(Program& p, OpIndex i) {
-  const std::vector<OpIndex> inherited = p.ops[i].deps;
-  p.ops.erase(p.ops.begin() + i);
-  for (Op& o : p.ops) {
-    std::vector<OpIndex> deps;
-    for (OpIndex d : o.deps) {
-      if (d == i)
-        deps.insert(deps.end(), inherited.begin(), inherited.end());
-      else
-        deps.push_back(d > i ? d - 1 : d);
-    }
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    o.deps = std::move(deps);
-  }
-}
+using test::erase_op;
 
 // Inserts `op` right after op k, depending on k; every op that depended on k
 // also depends on the new op, so it slots into the ordering.

@@ -16,6 +16,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/one_sided.h"
 #include "algorithms/verify_algorithm.h"
+#include "support/program_edit.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>
@@ -188,24 +189,7 @@ OpIndex get_from(const Program& p, int peer) {
   return find_op(p, [&](const Op& o) { return reads_remote(o.kind) && o.peer == peer; });
 }
 
-// Removes op i; ops that depended on it inherit its deps, so the rest of the
-// ordering is kept.
-void erase_op(Program& p, OpIndex i) {
-  const std::vector<OpIndex> inherited = p.ops[i].deps;
-  p.ops.erase(p.ops.begin() + i);
-  for (Op& o : p.ops) {
-    std::vector<OpIndex> deps;
-    for (OpIndex d : o.deps) {
-      if (d == i)
-        deps.insert(deps.end(), inherited.begin(), inherited.end());
-      else
-        deps.push_back(d > i ? d - 1 : d);
-    }
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    o.deps = std::move(deps);
-  }
-}
+using test::erase_op;
 
 void drop_dep(Op& op, OpIndex dep) {
   const auto it = std::find(op.deps.begin(), op.deps.end(), dep);
