@@ -33,7 +33,8 @@ namespace chorus {
   X(kPipelinedChainReduce)          /* pipelined_chain.cc */    \
   X(kScatterAllgatherBroadcast)     /* scatter_allgather.cc */  \
   X(kOneShotAllreduce)              /* one_shot.cc */           \
-  X(kTwoShotAllreduce)              /* two_shot.cc */
+  X(kTwoShotAllreduce)              /* two_shot.cc */           \
+  X(kOneShotAllgather)              /* one_shot_allgather.cc */
 
 #define CHORUS_DECLARE_ALGORITHM(name) extern const Algorithm name;
 CHORUS_ALGORITHMS(CHORUS_DECLARE_ALGORITHM)

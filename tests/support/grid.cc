@@ -102,8 +102,8 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
   const std::vector<std::byte>& expect = *expect_ptr;
   // Output buffers start as poison so that an unwritten element shows.
   std::vector<std::byte> result;
-  if (c.window && c.collective != Collective::allreduce)
-    fail(ErrorCode::internal, "grid: window buffers only for allreduce cases");
+  if (c.window && c.collective != Collective::allreduce && c.collective != Collective::allgather)
+    fail(ErrorCode::internal, "grid: window buffers only for allreduce and allgather cases");
   switch (c.collective) {
     case Collective::allreduce:
     case Collective::broadcast:
@@ -137,6 +137,24 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
     }
     case Collective::allgather: {
       std::vector<std::byte> out = poisoned(c.type, c.count * nn);
+      if (c.window) {
+        // The same calls on every rank: windows are collective. In place
+        // the input is this rank's block of the output window.
+        const size_t block = c.count * es;
+        Window win_out = comm.window(block * nn);
+        Window win_in = c.in_place ? Window() : comm.window(block);
+        auto* base = static_cast<std::byte*>(win_out.data());
+        std::byte* send = c.in_place ? base + static_cast<size_t>(r) * block
+                                     : static_cast<std::byte*>(win_in.data());
+        if (block > 0) {
+          std::memcpy(base, out.data(), block * nn);
+          std::memcpy(send, input.data(), block);
+        }
+        comm.allgather(send, base, c.count, c.type, opts);
+        if (block > 0) std::memcpy(out.data(), base, block * nn);
+        result = std::move(out);
+        break;
+      }
       const void* send = input.data();
       if (c.in_place) {
         std::copy(input.begin(), input.end(), out.begin() + static_cast<long>(static_cast<size_t>(r) * c.count * es));
