@@ -41,16 +41,10 @@ Program build_one_shot_allreduce(const CollectiveSpec& spec) {
   const bool in_windows = spec.window_buffers;
   // Staged: peers read the copy in the window, and the own contribution is
   // read from there too (in place, Output overwrites Input as it fills).
-  std::vector<OpIndex> staged;
-  Region own = B::input(0, m);
-  if (!in_windows) {
-    const size_t at = b.alloc_window(m);
-    b.stage_input_at(at);
-    own = B::window(at, m);
-    staged.push_back(b.copy(B::input(0, m), own, {}, 0));
-  }
-  signal_all(b, r, n, kReady, staged, 0);
-  const std::vector<OpIndex> ready = wait_all(b, r, n, kReady, 0);
+  const Opening opening = open(b, spec, m);
+  const std::vector<OpIndex>& staged = opening.staged;
+  const std::vector<OpIndex>& ready = opening.ready;
+  const Region own = opening.staging() ? B::window(opening.at, m) : B::input(0, m);
   const Region acc = in_windows ? B::scratch(b.alloc_scratch(m), m) : B::output(0, m);
   OpIndex last = 0;
   for (int q = 0; q < n; ++q) {

@@ -35,14 +35,7 @@ Program build_one_shot_allgather(const CollectiveSpec& spec) {
   const int r = spec.rank;
   const size_t c = spec.count;
   ProgramBuilder b(buffer_counts(spec));
-  std::vector<OpIndex> staged;
-  if (!spec.window_buffers) {
-    const size_t at = b.alloc_window(c);
-    b.stage_input_at(at);
-    staged.push_back(b.copy(B::input(0, c), B::window(at, c), {}, 0));
-  }
-  signal_all(b, r, n, kReady, staged, 0);
-  const std::vector<OpIndex> ready = wait_all(b, r, n, kReady, 0);
+  const std::vector<OpIndex> ready = open(b, spec, c).ready;
   std::vector<OpIndex> reads{b.copy(B::input(0, c), B::output(static_cast<size_t>(r) * c, c), {}, 1)};
   for (int k = 1; k < n; ++k) {
     const int q = (r + k) % n;

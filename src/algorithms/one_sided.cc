@@ -26,6 +26,19 @@ std::vector<OpIndex> wait_all(ProgramBuilder& b, int rank, int nranks, uint32_t 
   return out;
 }
 
+Opening open(ProgramBuilder& b, const CollectiveSpec& spec, size_t count) {
+  Opening o;
+  if (!spec.window_buffers) {
+    o.at = b.alloc_window(count);
+    b.stage_input_at(o.at);
+    o.staged.push_back(b.copy(ProgramBuilder::input(0, count),
+                              ProgramBuilder::window(o.at, count), {}, 0));
+  }
+  signal_all(b, spec.rank, spec.nranks, kReady, o.staged, 0);
+  o.ready = wait_all(b, spec.rank, spec.nranks, kReady, 0);
+  return o;
+}
+
 std::vector<OpIndex> close(ProgramBuilder& b, int rank, int nranks,
                            const std::vector<OpIndex>& reads, uint32_t step) {
   signal_all(b, rank, nranks, kDone, reads, step);

@@ -26,6 +26,17 @@ inline constexpr uint32_t kReady = 0;    // what this rank shares is in place
 inline constexpr uint32_t kReduced = 1;  // this rank's reduced block is in place
 inline constexpr uint32_t kDone = 2;     // this rank has read all it reads of the peer
 
+// Part 1: where the call's buffers are not in windows, copies the `count`
+// elements of Input into the staging window (and marks them as the shared
+// input); then kReady to every peer, and a wait for every peer's.
+struct Opening {
+  std::vector<OpIndex> staged;  // the staging copy, if any
+  std::vector<OpIndex> ready;   // ready[q]: the wait for peer q's kReady
+  size_t at = 0;                // where Input is staged in the window
+  bool staging() const { return !staged.empty(); }
+};
+Opening open(ProgramBuilder& b, const CollectiveSpec& spec, size_t count);
+
 // Declines a spec whose ranks share no windows, naming why.
 Support needs_windows(const CollectiveSpec& spec);
 

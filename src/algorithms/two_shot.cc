@@ -51,16 +51,12 @@ Program build_two_shot_allreduce(const CollectiveSpec& spec) {
   const size_t parts = static_cast<size_t>(n);
   ProgramBuilder b(buffer_counts(spec));
   const bool in_windows = spec.window_buffers;
-  std::vector<OpIndex> staged;
-  size_t at = 0;
-  if (!in_windows) {
-    at = b.alloc_window(m);
-    b.stage_input_at(at);
-    b.stage_output_at(at);  // each rank's reduced block replaces its own staged block
-    staged.push_back(b.copy(B::input(0, m), B::window(at, m), {}, 0));
-  }
-  signal_all(b, r, n, kReady, staged, 0);
-  const std::vector<OpIndex> ready = wait_all(b, r, n, kReady, 0);
+  const Opening opening = open(b, spec, m);
+  const std::vector<OpIndex>& staged = opening.staged;
+  const std::vector<OpIndex>& ready = opening.ready;
+  const size_t at = opening.at;
+  // Each rank's reduced block replaces its own staged block.
+  if (!in_windows) b.stage_output_at(at);
 
   const Chunk mine = block(m, parts, static_cast<size_t>(r));
   const Region out_mine = slice(BufferKind::output, mine);
