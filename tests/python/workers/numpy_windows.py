@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 import chorus
-from refs import NUMPY_DTYPES, OPS, check_equal, data, reduce_ref
+from refs import NUMPY_DTYPES, OPS, check_equal, data, in_window_map, reduce_ref, window_maps
 
 COUNTS = [1, 7, 1031, 65537]
 ALGORITHMS = [None, "one_shot", "two_shot"]
@@ -40,22 +40,6 @@ def expect(cls, fn, *needles):
     except BaseException as e:  # noqa: BLE001 - anything else is the failure reported
         raise AssertionError(f"expected {cls.__name__}, got {type(e).__name__}: {e}") from e
     raise AssertionError(f"expected {cls.__name__}, nothing was raised")
-
-
-def window_maps():
-    """This process's mappings of chorus windows (memfd "chorus-window"), as
-    (start, end) address pairs."""
-    maps = []
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "chorus-window" in line:
-                lo, hi = line.split()[0].split("-")
-                maps.append((int(lo, 16), int(hi, 16)))
-    return maps
-
-
-def in_window_map(address, nbytes):
-    return any(lo <= address and address + nbytes <= hi for lo, hi in window_maps())
 
 
 def window_objects(comm):

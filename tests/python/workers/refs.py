@@ -63,3 +63,20 @@ def check_equal(got, want, what):
         j = int(bad[0])
         raise AssertionError(f"{what}: {bad.size} wrong element(s), first at {j}: "
                              f"got {got.reshape(-1)[j]!r}, want {want.reshape(-1)[j]!r}")
+
+
+def window_maps():
+    """This process's mappings of chorus windows (memfd "chorus-window"), as
+    (start, end) address pairs."""
+    maps = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "chorus-window" in line:
+                lo, hi = line.split()[0].split("-")
+                maps.append((int(lo, 16), int(hi, 16)))
+    return maps
+
+
+def in_window_map(address, nbytes):
+    """Whether [address, address + nbytes) lies inside one window mapping."""
+    return any(lo <= address and address + nbytes <= hi for lo, hi in window_maps())

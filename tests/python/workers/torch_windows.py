@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 import chorus
 import chorus.torch
+from refs import in_window_map, window_maps
 from torch_collectives import DTYPES, OPS, check, data, reduce_ref
 
 COUNTS = [1, 7, 1031, 65537]
@@ -42,20 +43,8 @@ def expect(cls, fn, *needles):
     raise AssertionError(f"expected {cls.__name__}, nothing was raised")
 
 
-def window_maps():
-    """This process's mappings of chorus windows (memfd "chorus-window")."""
-    maps = []
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "chorus-window" in line:
-                lo, hi = line.split()[0].split("-")
-                maps.append((int(lo, 16), int(hi, 16)))
-    return maps
-
-
 def in_window(t):
-    address, nbytes = t.data_ptr(), t.numel() * t.element_size()
-    return any(lo <= address and address + nbytes <= hi for lo, hi in window_maps())
+    return in_window_map(t.data_ptr(), t.numel() * t.element_size())
 
 
 def chorus_group(algorithm=None, transport=None):
