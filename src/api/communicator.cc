@@ -112,20 +112,30 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
 }
 
 std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord& mine) {
-  // A ring allgather of the records' bytes, numbered like any collective.
+  // A ring allgather of the records' bytes.
   const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
   CHORUS_CHECK(ring != nullptr);
   const CollectiveSpec spec{Collective::allgather, size_, rank_, sizeof(WindowRecord), 1, 0};
   auto program = prepare(build_program(*ring, spec));
   std::vector<WindowRecord> all(static_cast<size_t>(size_));
   std::vector<std::byte> scratch(program->program.scratch_count);
-  const CallStamp stamp =
-      collective_stamp(++collective_seq_, Collective::allgather, algorithm_stamp_id(*ring),
-                       DataType::uint8, false, ReduceOp::sum, sizeof(WindowRecord), 0);
-  begin_call(stamp);
-  auto exec = std::make_shared<Execution>(
-      program, ExecBuffers{&mine, all.data(), scratch.data()}, DataType::uint8, ReduceOp::sum,
-      CallLabel{"window exchange", "ring"}, deadline_after(config_.timeout, Clock::now()), stamp);
+  CallStamp stamp;
+  Deadline deadline;
+  CallLabel label{"window exchange", "ring"};
+  if (exchange_call_) {
+    // Part of a one-sided call: its stamp, so that ranks in different calls
+    // meet as a mismatch, and its deadline.
+    stamp = exchange_call_->stamp;
+    deadline = exchange_call_->deadline;
+    label = CallLabel{exchange_call_->collective, exchange_call_->algorithm};
+  } else {
+    stamp = collective_stamp(++collective_seq_, Collective::allgather, algorithm_stamp_id(*ring),
+                             DataType::uint8, false, ReduceOp::sum, sizeof(WindowRecord), 0);
+    begin_call(stamp);
+    deadline = deadline_after(config_.timeout, Clock::now());
+  }
+  auto exec = std::make_shared<Execution>(program, ExecBuffers{&mine, all.data(), scratch.data()},
+                                          DataType::uint8, ReduceOp::sum, label, deadline, stamp);
   try {
     engine_.enqueue(exec);
     engine_.wait(*exec);
@@ -150,14 +160,23 @@ std::shared_ptr<SharedWindow> CommunicatorImpl::create_window(size_t bytes) {
 }
 
 void CommunicatorImpl::prepare_one_sided(const CallDescriptor& call, const CollectiveSpec& spec,
-                                         const PreparedProgram& prepared) {
+                                         const PreparedProgram& prepared, const CallStamp& stamp,
+                                         Deadline deadline) {
   // A one-sided call runs alone: its flags and the staging window are the
   // communicator's, one call's at a time.
   for (const auto& w : outstanding_) engine_.wait(w->exec);
   retire_done();
   const Program& program = prepared.program;
   const size_t es = spec.elem_size;
-  windows_->prepare(checked_mul(program.window_count, es, "staging window size"));
+  exchange_call_ = ExchangeCall{stamp, deadline, to_string(call.collective),
+                                algorithm_of_stamp_id(stamp.algorithm)};
+  struct Reset {
+    std::optional<ExchangeCall>& c;
+    ~Reset() { c.reset(); }
+  } reset{exchange_call_};
+  windows_->ensure_control();
+  windows_->publish_stamp(stamp);
+  windows_->ensure_staging(checked_mul(program.window_count, es, "staging window size"));
   SharedPlace input;
   SharedPlace output;
   if (spec.window_buffers) {
@@ -168,8 +187,7 @@ void CommunicatorImpl::prepare_one_sided(const CallDescriptor& call, const Colle
     if (program.window_input != SIZE_MAX) input.offset = program.window_input * es;
     if (program.window_output != SIZE_MAX) output.offset = program.window_output * es;
   }
-  // The call's number: after the exchanges that growing the window made.
-  windows_->publish(collective_seq_ + 1, input, output);
+  windows_->publish_places(stamp.seq, input, output);
 }
 
 CommunicatorImpl::CallGuard::CallGuard(std::atomic<int>& state) : state_(state) {
@@ -416,20 +434,24 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   }
   const Plan& plan = plan_for(spec, options);
   const std::shared_ptr<const PreparedProgram> program = plan.program;
+  const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
+                                           call.type, reduces, call.op, call.count, call.root);
+  begin_call(stamp);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  // One-sided calls meet their peers before the first op (the exchanges of
+  // prepare_one_sided), so their deadline starts here.
+  const Deadline one_sided_deadline =
+      program->one_sided ? deadline_after(timeout, Clock::now()) : Deadline::max();
   if (program->one_sided) {
     try {
-      prepare_one_sided(call, spec, *program);
+      prepare_one_sided(call, spec, *program, stamp, one_sided_deadline);
     } catch (...) {
       fail_all(std::current_exception());
       std::rethrow_exception(broken_);
     }
   }
-  const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
-                                           call.type, reduces, call.op, call.count, call.root);
-  begin_call(stamp);
   auto work = new_work();
   work->scratch = pool_.take(program->program.scratch_count * es);
-  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   ExecBuffers buffers{call.send, call.recv, work->scratch.data.get(),
                       windows_ ? windows_->staging() : nullptr};
   work->exec.restart(program, buffers, call.type, call.op,
@@ -452,7 +474,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   }
   // After enqueue, which has published the first small messages already.
   const Deadline now = Clock::now();
-  work->exec.set_deadline(deadline_after(timeout, now));
+  work->exec.set_deadline(program->one_sided ? one_sided_deadline : deadline_after(timeout, now));
   record(now);
   outstanding_.push_back(work);
   return work;

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -171,13 +172,25 @@ class CommunicatorImpl {
    private:
     std::atomic<int>& state_;
   };
-  // One-sided calls: the places a call's peers read, published before its
-  // first op; the staging window grown first where the Program needs more.
+  // One-sided calls, before the first op of call `stamp`: the control window
+  // at the first use, the call's stamp in this rank's record (so that peers
+  // compare it before reading), the staging window grown where the Program
+  // needs more, and the places its peers read. The exchanges this takes are
+  // part of the call: they carry its stamp and end at its deadline.
   void prepare_one_sided(const CallDescriptor& call, const CollectiveSpec& spec,
-                         const PreparedProgram& program);
-  // An allgather of one WindowRecord per rank, run as a collective call
-  // (how the ranks of a window exchange their files).
+                         const PreparedProgram& program, const CallStamp& stamp,
+                         Deadline deadline);
+  // An allgather of one WindowRecord per rank (how the ranks of a window
+  // exchange their files): inside a one-sided call, a part of that call
+  // (exchange_call_); else a collective call of its own.
   std::vector<WindowRecord> exchange_records(const WindowRecord& mine);
+  struct ExchangeCall {
+    CallStamp stamp;
+    Deadline deadline;
+    std::string_view collective;
+    std::string_view algorithm;
+  };
+  std::optional<ExchangeCall> exchange_call_;
   void retire(WorkState& work);
   // Retires every outstanding call whose execution is done, in order.
   void retire_done();

@@ -193,10 +193,13 @@ bool Engine::run_one_sided(Execution& e, OpIndex op) {
     case OpKind::signal:
       windows_->signal(o.peer, o.flag, seq);
       return true;
-    case OpKind::wait:
-      if (windows_->signalled(o.peer, o.flag, seq)) return true;
+    case OpKind::wait: {
+      const bool raised = windows_->signalled(o.peer, o.flag, seq);
+      check_stamp(e, o.peer);
+      if (raised) return true;
       waits_.push_back({&e, op});
       return false;
+    }
     case OpKind::get:
     case OpKind::get_reduce: {
       const size_t bytes = o.dst.count * e.elem_size_;
@@ -221,7 +224,9 @@ bool Engine::check_waits() {
   for (size_t i = 0; i < waits_.size();) {
     const Pending p = waits_[i];
     const Op& o = p.exec->program_->ops[p.op];
-    if (!windows_->signalled(o.peer, o.flag, p.exec->stamp_.seq)) {
+    const bool raised = windows_->signalled(o.peer, o.flag, p.exec->stamp_.seq);
+    check_stamp(*p.exec, o.peer);
+    if (!raised) {
       ++i;
       continue;
     }
@@ -236,6 +241,18 @@ bool Engine::check_waits() {
   }
   if (any) std::erase_if(active_, [](const auto& e) { return e->done(); });
   return any;
+}
+
+// The stamp check of one-sided calls: a peer publishes its call's stamp
+// before it raises any flag of the call (and before the exchanges that grow
+// the staging window), and a wait compares it with this rank's own, both while
+// it waits and once the flag is up, so that no get reads a peer that is in
+// another call. A record of another call number says nothing: the peer has
+// not reached this call yet, or (for the closing waits) has left it.
+void Engine::check_stamp(const Execution& e, int peer) {
+  CallStamp theirs;
+  if (windows_->peer_stamp(peer, e.stamp_.seq, theirs) && theirs != e.stamp_)
+    throw StampMismatch(rank_, peer, e.stamp_, theirs);
 }
 
 // Posts the head ops of a peer queue while they are ready.

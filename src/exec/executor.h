@@ -136,6 +136,9 @@ class Engine {
   bool run_one_sided(Execution& e, OpIndex op);
   // Finishes every queued wait whose flag is now raised; whether any did.
   bool check_waits();
+  // Throws StampMismatch when `peer` published a stamp for e's call number
+  // that differs from e's.
+  void check_stamp(const Execution& e, int peer);
   void pump_peer(int peer, bool sends);
   void dispatch(const std::vector<RequestId>& done);
   void track(RequestId id, Pending pending);

@@ -88,14 +88,17 @@ bool SharedWindow::contains(const void* p, size_t n) const {
 }
 
 // The control window of one rank: its current call's record, then one line
-// of flags per signalling rank.
+// of flags per signalling rank. The record is a sequence lock: `seq` is 0
+// while the owner rewrites it, else the call it is of, so that a peer that
+// polls it while waiting never takes half of one call's stamp for another's.
 struct WindowSet::Control {
-  std::atomic<uint32_t> seq;  // the call the record is of
-  uint32_t in_window;
-  uint32_t out_window;
+  std::atomic<uint32_t> seq;  // the call the record is of; 0 while it changes
+  std::atomic<uint32_t> in_window;
+  std::atomic<uint32_t> out_window;
   uint32_t unused;
-  uint64_t in_offset;
-  uint64_t out_offset;
+  std::atomic<uint64_t> in_offset;
+  std::atomic<uint64_t> out_offset;
+  std::atomic<uint64_t> stamp[3];  // the call's CallStamp
 };
 static_assert(sizeof(WindowSet::Control) <= kLine);
 
@@ -110,12 +113,15 @@ WindowSet::Control* WindowSet::control(int q) const {
   return reinterpret_cast<Control*>(control_->base(q));
 }
 
-void WindowSet::prepare(size_t staging_bytes) {
-  if (!control_) {
-    control_ = SharedWindow::create(rank_, nranks_, control_bytes(nranks_), exchange_);
-    // Fresh memfd pages are zero: no call, no flag raised.
-    new (control_->data()) Control{};
-  }
+void WindowSet::ensure_control() {
+  if (control_) return;
+  control_ = SharedWindow::create(rank_, nranks_, control_bytes(nranks_), exchange_);
+  // Fresh memfd pages are zero: no call, no flag raised.
+  new (control_->data()) Control{};
+}
+
+void WindowSet::ensure_staging(size_t staging_bytes) {
+  CHORUS_CHECK(control_ != nullptr);
   if (staging_bytes > this->staging_bytes()) {
     // Grow to the next power of two, so that a sweep of sizes grows it a few
     // times only; the old window goes once no execution uses it.
@@ -143,29 +149,59 @@ bool WindowSet::find_user_window(const void* p, size_t n, SharedPlace& place) co
   return false;
 }
 
-void WindowSet::publish(uint32_t seq, SharedPlace input, SharedPlace output) {
+void WindowSet::publish_stamp(const CallStamp& stamp) {
+  CHORUS_CHECK(control_ != nullptr && stamp.seq != 0);
   Control* c = control(rank_);
-  c->in_window = input.window;
-  c->in_offset = input.offset;
-  c->out_window = output.window;
-  c->out_offset = output.offset;
-  // Peers read the record only after a flag this call raises (a release
-  // store after this one), so relaxed is enough here.
-  c->seq.store(seq, std::memory_order_relaxed);
+  uint64_t words[3];
+  std::memcpy(words, &stamp, sizeof words);
+  c->seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (int i = 0; i < 3; ++i) c->stamp[i].store(words[i], std::memory_order_relaxed);
+  // Places from an earlier call: nobody reads them before this call's
+  // publish_places (peers read places only after a flag this call raises).
+  c->seq.store(stamp.seq, std::memory_order_release);
+}
+
+void WindowSet::publish_places(uint32_t seq, SharedPlace input, SharedPlace output) {
+  Control* c = control(rank_);
+  CHORUS_CHECK(c->seq.load(std::memory_order_relaxed) == seq);
+  c->in_window.store(input.window, std::memory_order_relaxed);
+  c->in_offset.store(input.offset, std::memory_order_relaxed);
+  c->out_window.store(output.window, std::memory_order_relaxed);
+  c->out_offset.store(output.offset, std::memory_order_relaxed);
+  // Peers read the places only after a flag this call raises (a release
+  // store after these), so relaxed is enough here.
+}
+
+bool WindowSet::peer_stamp(int q, uint32_t seq, CallStamp& stamp) const {
+  const Control* c = control(q);
+  if (c->seq.load(std::memory_order_acquire) != seq) return false;
+  uint64_t words[3];
+  for (int i = 0; i < 3; ++i) words[i] = c->stamp[i].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Unchanged since the first look: the words are all of call `seq`.
+  if (c->seq.load(std::memory_order_relaxed) != seq) return false;
+  std::memcpy(&stamp, words, sizeof words);
+  return true;
 }
 
 const std::byte* WindowSet::peer_address(int q, uint32_t seq, BufferKind kind, size_t offset,
                                          size_t bytes) const {
   const SharedWindow* w = staging_.get();
   uint64_t base = 0;
+  // A read follows a wait for a flag q raised in this call (which compared
+  // q's stamp with this rank's) and precedes this rank's kDone, so q is
+  // still in the call: anything else is a call q does not share.
+  const Control* c = control(q);
+  const uint32_t theirs = c->seq.load(std::memory_order_relaxed);
+  if (theirs != seq)
+    fail(ErrorCode::mismatch, "rank ", rank_, ": call ", seq, " reads rank ", q,
+         "'s shared memory, but rank ", q, " is in call ", theirs);
   if (kind == BufferKind::input || kind == BufferKind::output) {
-    const Control* c = control(q);
-    const uint32_t theirs = c->seq.load(std::memory_order_relaxed);
-    if (theirs != seq)
-      fail(ErrorCode::mismatch, "rank ", rank_, ": call ", seq, " reads rank ", q,
-           "'s shared buffers, but rank ", q, " is in call ", theirs);
-    const uint32_t number = kind == BufferKind::input ? c->in_window : c->out_window;
-    base = kind == BufferKind::input ? c->in_offset : c->out_offset;
+    const uint32_t number = kind == BufferKind::input ? c->in_window.load(std::memory_order_relaxed)
+                                                      : c->out_window.load(std::memory_order_relaxed);
+    base = kind == BufferKind::input ? c->in_offset.load(std::memory_order_relaxed)
+                                     : c->out_offset.load(std::memory_order_relaxed);
     if (number > 0) {
       std::shared_ptr<SharedWindow> user;
       if (number <= user_.size()) user = user_[number - 1].lock();

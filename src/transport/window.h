@@ -22,6 +22,7 @@
 // never need resetting.
 #pragma once
 
+#include "core/call_stamp.h"
 #include "schedule/program.h"
 
 #include <atomic>
@@ -84,9 +85,12 @@ class WindowSet {
   int rank() const { return rank_; }
   int size() const { return nranks_; }
 
-  // Collective, in the call path: makes the control window (at the first
-  // use) and a staging window of at least `bytes`.
-  void prepare(size_t staging_bytes);
+  // Collective, in the call path: makes the control window at the first use
+  // (ensure_control), and a staging window of at least `bytes` (ensure_staging).
+  // Both run exchanges over the RecordExchange, so every rank must ask for
+  // the same, which the call's stamp, published in between, lets peers check.
+  void ensure_control();
+  void ensure_staging(size_t staging_bytes);
   bool ready() const { return control_ != nullptr; }
   std::byte* staging() const { return staging_ ? staging_->data() : nullptr; }
   size_t staging_bytes() const { return staging_ ? staging_->bytes() : 0; }
@@ -96,8 +100,16 @@ class WindowSet {
   // The user window (number, offset) that holds [p, p + n) on this rank.
   bool find_user_window(const void* p, size_t n, SharedPlace& place) const;
 
-  // Before any op of call `seq`: where its shared input and output are.
-  void publish(uint32_t seq, SharedPlace input, SharedPlace output);
+  // Before any op of call `stamp.seq`, and before the exchanges that
+  // prepare() runs for it: the call's stamp, so that peers can compare it with
+  // their own before they read a byte of this rank's memory. Needs ready().
+  void publish_stamp(const CallStamp& stamp);
+  // Then, once the staging window is in place: where the call's shared input
+  // and output are.
+  void publish_places(uint32_t seq, SharedPlace input, SharedPlace output);
+  // Peer q's stamp, when q's record is of call `seq` (read consistently even
+  // while q moves on to its next call); false when it is of another call.
+  bool peer_stamp(int q, uint32_t seq, CallStamp& stamp) const;
   // Peer q's shared `kind` (input or output) of call `seq`, or its staging
   // window (kind window), at `offset` bytes. Throws Error(mismatch) when q's
   // record is of another call, or names a window this rank does not have.

@@ -216,7 +216,7 @@ double flag_half_round_trip(Transport& t, int round_trips, std::chrono::microsec
   });
   double failed = 0;
   try {
-    windows.prepare(0);  // the control window; no staging
+    windows.ensure_control();  // the control window; no staging
   } catch (const Error&) {
     // A record that no rank accepts (0 bytes) where this rank has not sent
     // its own yet; the barrier after it.

@@ -59,6 +59,7 @@ std::string_view to_string(VerifyErrorKind kind) {
     case VerifyErrorKind::read_before_signal: return "read_before_signal";
     case VerifyErrorKind::overwrite_before_read: return "overwrite_before_read";
     case VerifyErrorKind::read_after_return: return "read_after_return";
+    case VerifyErrorKind::unchecked_read: return "unchecked_read";
   }
   return "invalid";
 }
@@ -98,7 +99,10 @@ class Verifier {
       for (int r = 0; r < spec_.nranks; ++r) check_remote_regions(r);
     match();
     number_ops();
-    if (one_sided_) match_flags();
+    if (one_sided_) {
+      match_flags();
+      for (int r = 0; r < spec_.nranks; ++r) check_stamp_checks(r);
+    }
     build_graph();
     if (one_sided_) order_ops();
     const bool has_in_place = in_place_exists();
@@ -186,6 +190,39 @@ class Verifier {
     if ((o.kind == OpKind::signal || o.kind == OpKind::wait) && o.flag >= kMaxFlags)
       fail(VerifyErrorKind::bad_flag, r, i,
            str_cat("uses flag ", o.flag, "; flags are 0 .. ", kMaxFlags - 1));
+  }
+
+  // Every get of peer q's memory must depend, in its own Program, on a wait
+  // for q: the executor compares q's published call stamp with its own at
+  // each wait for q, so a get without one could read a peer that is in
+  // another call. A walk back along deps from each get, stopping at the
+  // first wait for its peer (usually a direct dep).
+  void check_stamp_checks(int r) {
+    const Program& p = programs_[static_cast<size_t>(r)];
+    std::vector<uint32_t> seen(p.ops.size(), 0);
+    std::vector<OpIndex> stack;
+    uint32_t epoch = 0;
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const Op& o = p.ops[k];
+      if (!reads_remote(o.kind) || o.remote.count == 0) continue;
+      ++epoch;
+      bool found = false;
+      stack.assign(o.deps.begin(), o.deps.end());
+      while (!stack.empty() && !found) {
+        const OpIndex d = stack.back();
+        stack.pop_back();
+        if (d >= p.ops.size() || seen[d] == epoch) continue;
+        seen[d] = epoch;
+        const Op& dep = p.ops[d];
+        if (dep.kind == OpKind::wait && dep.peer == o.peer) found = true;
+        stack.insert(stack.end(), dep.deps.begin(), dep.deps.end());
+      }
+      if (!found)
+        fail(VerifyErrorKind::unchecked_read, r, static_cast<OpIndex>(k),
+             str_cat("reads rank ", o.peer, "'s memory without depending on a wait for rank ",
+                     o.peer, ": nothing compares rank ", o.peer,
+                     "'s call stamp with this rank's before the read"));
+    }
   }
 
   // Where a Program stages its shared input or output must lie in its window.

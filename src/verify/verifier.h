@@ -39,6 +39,11 @@
 //   2. every wait meets the one signal of the call from that peer with that
 //      flag: a wait without one hangs (unmatched_wait), a signal without a
 //      wait, or a second signal or wait of one flag, is an error too;
+//      and every get of a peer q's memory depends (through deps, in its own
+//      Program) on a wait for q (unchecked_read): the executor compares q's
+//      call stamp, which q publishes before it raises any flag, with its own
+//      at every wait for q, so this is where a rank in another call (another
+//      count, dtype, op, root or algorithm) is caught before a byte is read;
 //   3. race-free, where two ops of one rank may also be ordered through other
 //      ranks (a signal raised after a wait for this rank's signal);
 //   4. deadlock-free, a wait completing once its signal has;
@@ -108,8 +113,10 @@ enum class VerifyErrorKind {
   read_before_signal,     // a get may read a peer's memory before the peer's write of it
   overwrite_before_read,  // a rank may overwrite memory of its own before a peer's get of it
   read_after_return,      // a get may read a peer's memory after the peer's call returned
+  unchecked_read,         // a get of a peer's memory follows no wait for that peer in its
+                          // own program, so no comparison of the peer's call stamp
 };
-inline constexpr int kVerifyErrorKindCount = 36;
+inline constexpr int kVerifyErrorKindCount = 37;
 std::string_view to_string(VerifyErrorKind kind);
 
 struct VerifyError {

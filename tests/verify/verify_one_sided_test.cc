@@ -295,7 +295,11 @@ TEST(VerifyOneSidedMutation, PeerMustBeAnotherRank) {
 
 // A get that does not wait for the peer's kReady: staged, it may read the
 // staging window before the peer's copy into it is done; in windows, it may
-// read the peer's input before the peer has entered the call.
+// read the peer's input before the peer has entered the call. Without a wait
+// for the peer at all, nothing compares the peer's call stamp either, which
+// is the first thing the verifier reports (the later ones, a read ordered
+// after a wait for the peer but before its write, are read_before_signal:
+// SignalBeforeTheWrite, ReadOfAReducedBlockBeforeItIsReduced).
 TEST(VerifyOneSidedMutation, ReadBeforeTheWait) {
   for (const char* name : {"one_shot", "two_shot"})
     for (bool in_windows : {false, true}) {
@@ -305,11 +309,26 @@ TEST(VerifyOneSidedMutation, ReadBeforeTheWait) {
       const OpIndex g = get_from(p, 3);
       drop_dep(p.ops[g], wait_for(p, 3, kReady));
       const VerifyResult r = check(c);
-      expect_kind(r, VerifyErrorKind::read_before_signal);
+      expect_kind(r, VerifyErrorKind::unchecked_read);
       EXPECT_EQ(r.error->rank, 2);
       EXPECT_EQ(r.error->op, g);
-      EXPECT_TRUE(mentions(r, "rank 3")) << r.error->message;
+      EXPECT_TRUE(mentions(r, "rank 3's call stamp")) << r.error->message;
     }
+}
+
+// A get of rank 1's memory that waits for rank 2's kReady instead of rank
+// 1's: no comparison of rank 1's stamp precedes it.
+TEST(VerifyOneSidedMutation, ReadAfterAWaitForAnotherPeerOnly) {
+  Case c = build("one_shot", 3, 6, false);
+  Program& p = c.programs[0];
+  const OpIndex g = get_from(p, 1);
+  drop_dep(p.ops[g], wait_for(p, 1, kReady));
+  p.ops[g].deps.push_back(wait_for(p, 2, kReady));
+  std::sort(p.ops[g].deps.begin(), p.ops[g].deps.end());
+  const VerifyResult r = check(c);
+  expect_kind(r, VerifyErrorKind::unchecked_read);
+  EXPECT_EQ(r.error->rank, 0);
+  EXPECT_EQ(r.error->op, g);
 }
 
 // The writer's side of the same: rank 1 raises kReady to rank 2 before its
@@ -577,7 +596,7 @@ TEST(VerifyOneSidedMutation, ErrorKindNamesAreDistinct) {
   for (const char* want :
        {"unmatched_wait", "unmatched_signal", "duplicate_signal", "duplicate_wait",
         "read_before_signal", "overwrite_before_read", "read_after_return", "bad_remote_region",
-        "remote_not_staged", "no_windows", "bad_flag"})
+        "remote_not_staged", "no_windows", "bad_flag", "unchecked_read"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
 }
 
