@@ -416,6 +416,18 @@ class ShmTransport final : public Transport {
     }
   }
 
+  // A message waiting at the head of a peer's FIFO that no receive asks for
+  // yet, of this rank's current collective call number with another stamp,
+  // proves that the peer is in another call (a broadcast rooted elsewhere
+  // sends to a rank that, on its own tree, receives from someone else): the
+  // peer may already have moved on, so its published call says nothing.
+  void check_unread_message(const Peer& p) const {
+    if (!p.recvs.empty() || p.in_slots == nullptr) return;
+    const auto& h = *reinterpret_cast<const SlotHeader*>(slot(p.in_slots, p.in_tail));
+    if (h.seq.load(std::memory_order_acquire) != p.in_tail + 1) return;
+    if (calls_disagree(current_, h.stamp)) throw StampMismatch(rank_, p.rank, current_, h.stamp);
+  }
+
   // Refuses the message whose first slot `h` does not match receive `r`: the
   // sender learns why through error_slot, this rank throws. No byte lands.
   [[noreturn]] void refuse(Peer& p, const PendingRecv& r, const SlotHeader& h) {
@@ -645,6 +657,7 @@ class ShmTransport final : public Transport {
       CallStamp theirs;
       uint32_t collectives = 0;
       if (read_call(p, theirs, collectives) && calls_disagree(current_, theirs)) throw StampMismatch(rank_, p.rank, current_, theirs);
+      check_unread_message(p);
     }
     // Probing liveness costs a system call per peer: at most once a period.
     const auto now = Clock::now();

@@ -202,10 +202,27 @@ class TcpTransport final : public Transport {
   void begin_call(const CallStamp& stamp) override {
     current_ = stamp;
     if (!stamp.point_to_point()) collectives_ = stamp.seq;
+    // A message of this call number parked here before the call began, with
+    // another stamp: the peer is in another call, though this rank may never
+    // post a receive from it.
+    for (const Peer& p : peers_)
+      for (const Stream* st : p.streams)
+        check_parked(*st);
     // One look at the sockets (an epoll_wait that does not block): an abort
     // frame from any peer fails this call at its start.
     progress(0);
     if (failure_) raise_failure();
+  }
+
+  // A parked message (its header read, no receive posted for it) of this
+  // rank's current collective call number with another stamp proves that
+  // its sender is in another call: a broadcast rooted elsewhere sends to
+  // ranks that receive from no one on that path.
+  void check_parked(const Stream& s) {
+    if (!s.parked || s.closed || s.frame.offset != 0 || !calls_disagree(current_, s.frame.stamp))
+      return;
+    record_failure(std::make_exception_ptr(StampMismatch(rank_, s.peer, current_, s.frame.stamp)),
+                   false);
   }
 
   // Asks every connected peer where it is; a peer answers from its own
@@ -582,6 +599,7 @@ class TcpTransport final : public Transport {
     if (h.offset == 0) p.last_heard = h.stamp;
     if (index >= p.recvs.size()) {
       s.parked = true;  // waits in the kernel for its irecv
+      check_parked(s);
       return;
     }
     RecvReq& r = p.recvs[index];
