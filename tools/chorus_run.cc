@@ -28,6 +28,8 @@
 #include "net/socket.h"
 #include "store/store_auth.h"
 
+#include <chorus/error.h>
+
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -161,9 +163,7 @@ void split_command_line(int argc, char** argv, std::vector<std::string>& own,
   command.assign(argv + i, argv + argc);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"chorus-run: start N local ranks of a chorus program"};
   int nranks = 0;
   std::string transport;
@@ -189,6 +189,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "chorus-run: no program given\n%s", app.help().c_str());
     return 2;
   }
+
+  // Every CHORUS_* setting the ranks will read is checked before any of them
+  // starts, so that a bad one ends the job at once with its name.
+  const chorus::Config config = chorus::Config::from_env();
 
   TempDir dir;
   const std::string store = store_kind == "tcp"
@@ -217,7 +221,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const bool bind = chorus::Config::from_env().bind_cores;
+  const bool bind = config.bind_cores;
   std::vector<Rank> ranks(static_cast<size_t>(nranks));
   std::vector<char*> cargv;
   for (auto& c : command) cargv.push_back(c.data());
@@ -353,4 +357,19 @@ int main(int argc, char** argv) {
     }
   }
   return result;
+}
+
+}  // namespace
+
+// A bad setting (CHORUS_BIND=bogus) or a failure to set up the job is one
+// line naming it and exit status 2, never an uncaught exception.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const chorus::Error& e) {
+    std::fprintf(stderr, "chorus-run: error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chorus-run: error: %s\n", e.what());
+  }
+  return 2;
 }

@@ -3,6 +3,7 @@
 // transport, and the Communicator is built over what it hands back.
 #include "api/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/store_url.h"
 #include "core/check.h"
 #include "core/config.h"
 
@@ -12,6 +13,7 @@ namespace chorus {
 
 Communicator init(const InitOptions& options) {
   Config config = Config::from_env();
+  check_config_directories(config);
   if (options.world_size < 1)
     fail(ErrorCode::invalid_argument, "init: world size must be >= 1, got ", options.world_size);
   if (options.rank < 0 || options.rank >= options.world_size)
@@ -32,6 +34,12 @@ Communicator init(const InitOptions& options) {
 
 Communicator init_from_env() {
   const BootstrapEnv env = read_bootstrap_env();
+  // A malformed store URL names the variable it came from.
+  try {
+    parse_store_url(env.store);
+  } catch (const Error& e) {
+    fail(e.code(), env.store_source, ": ", e.what());
+  }
   InitOptions options;
   options.rank = env.rank;
   options.world_size = env.world_size;

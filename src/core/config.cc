@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 
 namespace chorus {
@@ -90,6 +91,7 @@ BootstrapEnv read_bootstrap_env(const EnvLookup& lookup) {
          "or srun (SLURM_PROCID/SLURM_NTASKS)");
   if (auto s = lookup("CHORUS_STORE"); s && !s->empty()) {
     env.store = *s;
+    env.store_source = "CHORUS_STORE";
   } else {
     auto addr = lookup("MASTER_ADDR");
     auto port = lookup("MASTER_PORT");
@@ -103,6 +105,7 @@ BootstrapEnv read_bootstrap_env(const EnvLookup& lookup) {
     if (p < 1 || p > 65535)
       fail(ErrorCode::invalid_argument, "MASTER_PORT='", *port, "' is not a port from 1 to 65535");
     env.store = str_cat("tcp://", *addr, ":", p);
+    env.store_source = "MASTER_ADDR/MASTER_PORT";
   }
   return env;
 }
@@ -237,6 +240,21 @@ Config Config::from_env(const EnvLookup& lookup) {
     cfg.store_secret = *v;
   }
   return cfg;
+}
+
+void check_config_directories(const Config& config) {
+  const std::pair<const char*, const std::string*> dirs[] = {
+      {"CHORUS_TRACE", &config.trace_dir}, {"CHORUS_FLIGHT_RECORDER", &config.flight_recorder_dir}};
+  for (const auto& [var, dir] : dirs) {
+    if (dir->empty()) continue;
+    std::error_code ec;
+    std::filesystem::create_directories(*dir, ec);
+    if (ec)
+      fail(ErrorCode::invalid_argument, var, "='", *dir, "' cannot be made a directory: ",
+           ec.message());
+    if (!std::filesystem::is_directory(*dir, ec))
+      fail(ErrorCode::invalid_argument, var, "='", *dir, "' is not a directory");
+  }
 }
 
 }  // namespace chorus

@@ -89,6 +89,13 @@ struct Config {
   static Config from_env(const EnvLookup& env);
 };
 
+// Creates the directories CHORUS_TRACE and CHORUS_FLIGHT_RECORDER name (when
+// set), so that one that cannot be a directory (a path through a regular
+// file, no permission) is an Error(invalid_argument) naming the variable at
+// start-up rather than a file lost after a failure. from_env stays free of
+// the file system (it is fuzzed); init() calls this.
+void check_config_directories(const Config& config);
+
 // Where this process sits in a job and how it meets its peers, as the
 // environment of the launcher tells it (see read_bootstrap_env).
 struct BootstrapEnv {
@@ -96,6 +103,8 @@ struct BootstrapEnv {
   int world_size = -1;
   std::string store;   // "file:///dir" or "tcp://host:port"
   std::string source;  // which launcher's variables were used: "CHORUS", "torchrun", ...
+  // The variables the store came from: "CHORUS_STORE" or "MASTER_ADDR/MASTER_PORT".
+  std::string store_source;
 };
 
 // Reads CHORUS_RANK / CHORUS_WORLD_SIZE / CHORUS_STORE, else the variables of

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -291,6 +293,35 @@ double identity_hash(std::string_view s) {
 
 }  // namespace
 
+HostLoad read_host_load() {
+  HostLoad load;
+  std::ifstream stat("/proc/stat");
+  std::string line;
+  while (std::getline(stat, line))
+    if (line.rfind("procs_running ", 0) == 0) {
+      load.running = std::strtod(line.c_str() + 14, nullptr);
+      break;
+    }
+  std::ifstream avg("/proc/loadavg");
+  if (double a = 0; avg >> a) load.loadavg = a;
+  return load;
+}
+
+double median_others_running(const std::vector<double>& running, int local_ranks) {
+  if (running.empty()) return 0;
+  std::vector<double> others;
+  for (double r : running) others.push_back(std::max(0.0, r - local_ranks));
+  std::sort(others.begin(), others.end());
+  const size_t n = others.size();
+  return n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
+}
+
+bool host_busy(const std::vector<double>& running, int local_ranks, int cores) {
+  if (running.empty()) return false;
+  const double free_cores = std::max(0, cores - local_ranks);
+  return median_others_running(running, local_ranks) > free_cores;
+}
+
 ModelCalibrationOptions ModelCalibrationOptions::quick() {
   ModelCalibrationOptions o;
   o.pingpong_sizes = {8, 64, 512, 4096, 32768, 262144, size_t{2} << 20, size_t{16} << 20};
@@ -341,6 +372,16 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   const int rank = t.rank();
   const auto n = static_cast<size_t>(t.size());
   out.host_of = host_layout(t, o.host_identity, deadline);
+  // The load the probes run under: this rank's host, sampled at each step.
+  const LoadSampler sample_load = o.load_sampler ? o.load_sampler : LoadSampler(read_host_load);
+  std::vector<double> running;
+  double loadavg = 0;
+  auto sample = [&] {
+    const HostLoad l = sample_load();
+    running.push_back(l.running);
+    loadavg = std::max(loadavg, l.loadavg);
+  };
+  sample();
 
   // 1. Ping-pong sweep, every pair at once; the slowest pair's times. First
   // a few exchanges of 4 MiB: the transport's buffers (shm slots, socket
@@ -375,6 +416,7 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
     for (size_t i = 0; i < sizes; ++i) {
       const size_t b = o.pingpong_sizes[i];
       const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
+      sample();
       if (paired) {
         times[i] = std::min(times[i], half_round_trip(t, peer, b,
                                                       small ? o.small_trials : o.large_trials,
@@ -423,6 +465,8 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
     if (flag >= 0) link.flag_alpha = std::min(flag, link.alpha);
   }
 
+  sample();
+
   // 3. Kernels and copies, on rank 0 alone.
   std::vector<std::pair<std::string, std::vector<double>>> rates;  // key, s/B per kernel size
   auto add_rate = [&](std::string key, std::vector<double> per_size) {
@@ -467,6 +511,8 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
       out.table.compute.kernels[key] = std::move(c);
   }
 
+  sample();
+
   // 4. The memory probe: rank 0 copies alone, then every rank of its host at
   // once.
   const double mb = static_cast<double>(o.memory_bytes);
@@ -483,10 +529,26 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
     together[static_cast<size_t>(rank)] = std::max(together[static_cast<size_t>(rank)],
                                                    k == 0 ? 0.0 : seconds_since(s));
   }
+  sample();
+  const int my_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int my_local = 0;
+  for (size_t r = 0; r < n; ++r)
+    my_local += out.host_of[r] == out.host_of[static_cast<size_t>(rank)] ? 1 : 0;
   std::vector<double> agreed = together;
   agreed.push_back(alone);
-  agreed.push_back(static_cast<double>(std::max(1u, std::thread::hardware_concurrency())));
+  agreed.push_back(static_cast<double>(my_cores));
+  // The load: whether this rank's host was busy, its others running, loadavg.
+  agreed.push_back(host_busy(running, my_local, my_cores) ? 1 : 0);
+  agreed.push_back(median_others_running(running, my_local));
+  agreed.push_back(loadavg);
   agree_max(t, agreed, deadline);
+  CalibrationLoad load;
+  load.provisional = agreed[n + 2] > 0;
+  load.others_running = agreed[n + 3];
+  load.loadavg = agreed[n + 4];
+  load.cores = static_cast<int>(agreed[n + 1]);
+  load.samples = static_cast<int>(running.size());
+  out.table.calibration = load;
   alone = agreed[n];
   const int cores = static_cast<int>(agreed[n + 1]);
   int local = 0;

@@ -22,6 +22,7 @@
 #include "transport/transport.h"
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,27 @@ void agree_max(Transport& transport, std::span<double> values, Deadline deadline
 // Rank 0's `text` reaches every rank (replacing theirs).
 void broadcast_text(Transport& transport, std::string& text, Deadline deadline);
 
+// The load of a host at one moment: /proc/stat's procs_running (tasks
+// runnable now, the reader included) and /proc/loadavg's 1-minute figure.
+struct HostLoad {
+  double running = 0;
+  double loadavg = 0;
+};
+// Where calibrations read the load; tests inject one (no real load in tests).
+using LoadSampler = std::function<HostLoad()>;
+// This host's load from /proc; {0, 0} where /proc cannot be read (nothing
+// known counts as quiet).
+HostLoad read_host_load();
+
+// Whether a host was busy, from its samples of HostLoad::running taken while
+// `local_ranks` ranks of this job ran on it: the median over the samples of
+// the other runnable tasks (running - local_ranks, at least 0) exceeds the
+// cores those ranks leave free (cores - local_ranks, at least 0). With no
+// sample it is quiet. The same rule decides a calibration's `provisional`
+// mark and whether a job finds the host quiet at its start.
+double median_others_running(const std::vector<double>& running, int local_ranks);
+bool host_busy(const std::vector<double>& running, int local_ranks, int cores);
+
 // The probes of the fitted machine model (model/machine_model.h). Quick ones
 // run when a communicator has no calibration cached (bounded by about a
 // second on the development host); chorus-perf --calibrate runs thorough ones.
@@ -83,6 +105,9 @@ struct ModelCalibrationOptions {
   std::chrono::microseconds flag_budget{5000};
   // This rank's host identity (host_layout); "" for every rank: one host.
   std::string host_identity;
+  // Every rank samples its host's load (at each step of the probes) through
+  // this; empty: read_host_load.
+  LoadSampler load_sampler;
   static ModelCalibrationOptions quick();
   static ModelCalibrationOptions thorough();
 };
@@ -97,8 +122,12 @@ struct ModelCalibrationOptions {
 // whose records go over the transport), the other ranks waiting, at most
 // alpha; elsewhere, and where a rank cannot map the window, it is left
 // unfitted. One rank alone gets an empty table.
+// table.calibration records the load the probes ran under: every rank's
+// host judged by host_busy over its own samples, provisional when any host
+// was busy (agreed, so the same on every rank), with the largest
+// others_running and loadavg over the ranks.
 struct ModelCalibration {
-  TuningTable table;        // links[class], host, compute
+  TuningTable table;        // links[class], host, compute, calibration
   std::vector<int> host_of;  // each rank's host, numbered from 0 in rank order
   double seconds = 0;       // how long it took (rank 0's clock)
 };

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace chorus {
 namespace {
@@ -60,11 +61,17 @@ std::string cache_file(const std::string& dir, std::string_view link, int nranks
   return str_cat(dir, "/", host_name(), "-", link, "-n", nranks, ".p", kCalibrationProbes, ".json");
 }
 
-CachedModel cached_model(Transport& t, const Config& config, Deadline deadline) {
+// The samples of the quiet check at a job's start (a provisional entry).
+constexpr int kStartSamples = 5;
+constexpr auto kStartSampleGap = std::chrono::milliseconds(2);
+
+CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
+                         const LoadSampler& sampler) {
   CachedModel out;
   const std::string cls = link_class_of(t.name());
   const bool use_cache = config.tuning_cache && !config.cache_dir.empty();
   if (use_cache) out.path = cache_file(config.cache_dir, cls, t.size());
+  out.host_of = host_layout(t, config.host_id, deadline);
   // Rank 0 decides: the cached text, or "" to calibrate.
   std::string text;
   if (use_cache && t.rank() == 0) {
@@ -76,6 +83,24 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline) 
         if (it == table.links.end() || it->second.curve.empty())
           fail(ErrorCode::invalid_argument, "calibration cache '", out.path,
                "' holds no fitted model of link class ", cls);
+        // A provisional entry (calibrated on a busy host) is used while the
+        // host stays busy; a job that finds it quiet calibrates again.
+        if (table.calibration && table.calibration->provisional) {
+          std::vector<double> running;
+          for (int k = 0; k < kStartSamples; ++k) {
+            if (k > 0) std::this_thread::sleep_for(kStartSampleGap);
+            running.push_back(sampler ? sampler().running : read_host_load().running);
+          }
+          int local = 0;
+          for (int h : out.host_of) local += h == out.host_of[0] ? 1 : 0;
+          const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+          if (!host_busy(running, local, cores)) {
+            log_message(config.log_level, LogLevel::info, t.rank(), "calibration cache '", out.path,
+                        "' is provisional and the host is quiet now: calibrating again");
+            text.clear();
+            out.replaced_provisional = true;
+          }
+        }
       } catch (const Error& e) {
         log_message(config.log_level, LogLevel::warn, t.rank(), "ignoring the calibration cache: ",
                     e.what(), "; calibrating again");
@@ -86,17 +111,19 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline) 
   broadcast_text(t, text, deadline);
   if (!text.empty()) {
     out.table = tuning_from_json(text, str_cat("calibration cache '", out.path, "'"));
-    out.host_of = host_layout(t, config.host_id, deadline);
     out.from_cache = true;
     return out;
   }
   ModelCalibrationOptions quick = ModelCalibrationOptions::quick();
   quick.host_identity = config.host_id;
+  quick.load_sampler = sampler;
   ModelCalibration cal = calibrate_model(t, deadline, quick);
   out.table = std::move(cal.table);
   out.host_of = std::move(cal.host_of);
+  const bool provisional = out.table.calibration && out.table.calibration->provisional;
   log_message(config.log_level, LogLevel::info, t.rank(), "tuner: calibrated ", cls, " at N=",
-              t.size(), " in ", cal.seconds * 1e3, " ms");
+              t.size(), " in ", cal.seconds * 1e3, " ms",
+              provisional ? " on a busy host (stored as provisional)" : "");
   if (use_cache && t.rank() == 0)
     if (std::string why = write_text(out.path, tuning_to_json(out.table)); !why.empty())
       log_message(config.log_level, LogLevel::warn, t.rank(), "calibration cache '", out.path,

@@ -9,6 +9,13 @@
 // P is kCalibrationProbes: a chorus whose probes or fits differ from the ones
 // that wrote an entry does not use it (it calibrates and writes its own).
 //
+// Every entry records the load its calibration ran under (TuningTable::
+// calibration). One taken on a busy host (tune/calibration.h: host_busy) is
+// stored marked provisional: later jobs use it, except one whose rank 0 finds
+// the host quiet at its start (host_busy over a few samples of the run queue,
+// this job's ranks on rank 0's host not counted), which calibrates again and
+// replaces it. A quiet entry is kept (until deleted, or the probes change).
+//
 // Rank 0 reads and writes the file and sends its text to every rank, so all
 // ranks predict alike even when their hosts' caches differ. A file that does
 // not parse, or holds no fitted model of this link class, is ignored with a
@@ -20,6 +27,7 @@
 #include "core/config.h"
 #include "core/deadline.h"
 #include "transport/transport.h"
+#include "tune/calibration.h"
 #include "tune/tuning_file.h"
 
 #include <string>
@@ -30,7 +38,8 @@ namespace chorus {
 
 // The revision of the quick calibration's probes and fits; raised whenever
 // they change, so that entries they would not have written are not used.
-inline constexpr int kCalibrationProbes = 4;
+// 5: entries record the load they were calibrated under.
+inline constexpr int kCalibrationProbes = 5;
 
 // dir/<hostname>-<link>-n<nranks>.p<kCalibrationProbes>.json
 std::string cache_file(const std::string& dir, std::string_view link, int nranks);
@@ -40,10 +49,16 @@ struct CachedModel {
   std::vector<int> host_of;  // each rank's host (tune/calibration.h: host_layout)
   bool from_cache = false;   // false: calibrated now
   std::string path;          // the cache file ("" when the cache is off)
+  // Calibrated now although a provisional entry was there (the host was
+  // quiet at the start): the entry is replaced. Rank 0's alone (it decides);
+  // false on the other ranks.
+  bool replaced_provisional = false;
 };
 
 // Collective: every rank of the transport calls it at creation, with no other
-// traffic in flight.
-CachedModel cached_model(Transport& transport, const Config& config, Deadline deadline);
+// traffic in flight. `sampler` reads the host's load (the calibration's
+// probes and the quiet check of a provisional entry); empty: read_host_load.
+CachedModel cached_model(Transport& transport, const Config& config, Deadline deadline,
+                         const LoadSampler& sampler = {});
 
 }  // namespace chorus

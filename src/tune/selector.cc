@@ -84,7 +84,13 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
   };
   bool have = false;
   if (!config.tuning_file.empty()) {
-    const TuningTable table = read_tuning_file(config.tuning_file);
+    // Config::tuning_file comes from CHORUS_TUNING_FILE alone: its errors name it.
+    TuningTable table;
+    try {
+      table = read_tuning_file(config.tuning_file);
+    } catch (const Error& e) {
+      fail(e.code(), "CHORUS_TUNING_FILE: ", e.what());
+    }
     std::vector<int> host_of;
     // A fitted file's hosts: which ranks share one (collective, as below).
     if (table.fitted() && cls != "inproc" && transport.size() > 1)

@@ -130,6 +130,27 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
         t.compute.kernels[key] = json_curve(curve, str_cat(w, ": kernel ", key));
     }
   }
+  if (j.contains("calibration")) {
+    const auto& c = j["calibration"];
+    const std::string w = str_cat(where, ": calibration");
+    if (!c.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
+    CalibrationLoad load;
+    if (!c.contains("provisional") || !c["provisional"].is_boolean())
+      fail(ErrorCode::invalid_argument, w, ": provisional must be true or false");
+    load.provisional = c["provisional"].get<bool>();
+    load.others_running = json_number(c, "others_running", w);
+    load.loadavg = json_number(c, "loadavg_1m", w);
+    const double cores = json_number(c, "cores", w);
+    const double samples = json_number(c, "samples", w);
+    if (!(load.others_running >= 0) || !std::isfinite(load.others_running) ||
+        !(load.loadavg >= 0) || !std::isfinite(load.loadavg) || !(cores >= 0 && cores <= 1e6) ||
+        !(samples >= 0 && samples <= 1e6))
+      fail(ErrorCode::invalid_argument, w,
+           ": others_running and loadavg_1m must be >= 0, cores and samples from 0 to 1e6");
+    load.cores = static_cast<int>(cores);
+    load.samples = static_cast<int>(samples);
+    t.calibration = load;
+  }
   if (j.contains("rules")) {
     if (!j["rules"].is_array())
       fail(ErrorCode::invalid_argument, where, ": \"rules\" must be a list");
@@ -185,6 +206,12 @@ std::string tuning_to_json(const TuningTable& t) {
     for (const auto& [key, c] : t.compute.kernels) kernels[key] = curve_json(c);
     j["compute"] = {{"copy", curve_json(t.compute.copy)}, {"kernels", kernels}};
   }
+  if (t.calibration)
+    j["calibration"] = {{"provisional", t.calibration->provisional},
+                        {"others_running", t.calibration->others_running},
+                        {"loadavg_1m", t.calibration->loadavg},
+                        {"cores", t.calibration->cores},
+                        {"samples", t.calibration->samples}};
   if (!t.rules.empty()) {
     nlohmann::json rules = nlohmann::json::array();
     for (const TuningRule& r : t.rules)

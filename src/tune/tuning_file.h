@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,20 @@ struct TuningRule {
   friend bool operator==(const TuningRule&, const TuningRule&) = default;
 };
 
+// The load a calibration ran under (tune/calibration.h), as the calibration
+// cache records it ("calibration" in the file; absent from files written by
+// chorus-perf --calibrate). `provisional`: the host was busy, so a later job
+// that finds it quiet replaces the entry (docs/ALGORITHMS.md, "The
+// calibration cache").
+struct CalibrationLoad {
+  bool provisional = false;
+  double others_running = 0;  // median runnable tasks besides the job's ranks (busiest host)
+  double loadavg = 0;         // /proc/loadavg's 1-minute figure (highest host), for information
+  int cores = 0;              // hardware threads of a host
+  int samples = 0;            // run-queue samples taken per rank
+  friend bool operator==(const CalibrationLoad&, const CalibrationLoad&) = default;
+};
+
 struct TuningTable {
   std::map<std::string, LinkParams> links;  // by link class
   std::vector<TuningRule> rules;
@@ -62,6 +77,7 @@ struct TuningTable {
   int ports = 1;
   HostParams host;       // version 2: fitted
   ComputeModel compute;  // version 2: fitted
+  std::optional<CalibrationLoad> calibration;  // the calibration cache's record
   // Whether the file carries a fitted model (a link with a curve).
   bool fitted() const {
     for (const auto& [name, p] : links)

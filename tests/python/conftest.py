@@ -18,6 +18,8 @@ import sys
 import pytest
 
 WORKERS = pathlib.Path(__file__).resolve().parent / "workers"
+# Tuning files that fix the tuner's AllReduce pick at N = 2 (tests/support/picks/).
+PICKS = pathlib.Path(__file__).resolve().parents[1] / "support" / "picks"
 
 
 def env_var(name):
@@ -59,3 +61,22 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def pick_env(algorithm):
+    """The environment that makes the tuner pick `algorithm` for AllReduce at
+    N = 2 (a tuning file's rule), with the tuner's choices logged."""
+    path = PICKS / f"allreduce_{algorithm}.json"
+    assert path.is_file(), path
+    return {"CHORUS_TUNING_FILE": str(path), "CHORUS_DEBUG": "TUNING"}
+
+
+def require_picked(proc, n, algorithm):
+    """Every rank's AllReduces went to `algorithm` by the tuning file's rule
+    (pick_env), and no AllReduce to another."""
+    detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    text = proc.stdout + proc.stderr
+    picks = re.findall(r"^\[(\d+)\] .*tuning allreduce .*-> (?:measured rule )?(\w+)$", text, re.MULTILINE)
+    assert {int(r) for r, a in picks if a == algorithm} == set(range(n)), \
+        f"not every rank picked {algorithm} for allreduce{detail}"
+    assert all(a == algorithm for _, a in picks), f"an allreduce went to another algorithm: {picks}{detail}"

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import launch, ranks_reporting, require_ok
+from conftest import launch, pick_env, ranks_reporting, require_ok, require_picked
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
@@ -15,9 +15,13 @@ def test_collectives(n, transport):
     require_ok(launch(n, "numpy_collectives.py", transport=transport), n, "numpy_collectives OK")
 
 
-@pytest.mark.parametrize("transport", ["shm", "tcp"])
-def test_errors(transport):
-    proc = launch(2, "numpy_errors.py", transport=transport)
+# A mismatch and a timeout must be raised whichever algorithm runs the call:
+# over shm once with a one-sided pick (one_shot) and once with a two-sided one
+# (ring), fixed by a tuning file and checked; over tcp every pick is two-sided.
+@pytest.mark.parametrize("transport,algorithm", [("shm", "one_shot"), ("shm", "ring"), ("tcp", "ring")])
+def test_errors(transport, algorithm):
+    proc = launch(2, "numpy_errors.py", transport=transport, extra_env=pick_env(algorithm))
+    require_picked(proc, 2, algorithm)
     require_ok(proc, 2, "numpy_errors OK")
 
 

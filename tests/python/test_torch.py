@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import WORKERS, env_var, free_port, launch, python, require_ok
+from conftest import WORKERS, env_var, free_port, launch, pick_env, python, require_ok, require_picked
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -49,8 +49,13 @@ def test_window_tensors(n):
     require_ok(launch(n, "torch_windows.py"), n, "torch_windows OK")
 
 
-def test_errors(tmp_path):
-    require_ok(launch(2, "torch_errors.py", tmp_path), 2, "torch_errors OK")
+# Over shm, once with a one-sided AllReduce pick (one_shot) and once with a
+# two-sided one (ring), fixed by a tuning file and checked.
+@pytest.mark.parametrize("algorithm", ["one_shot", "ring"])
+def test_errors(tmp_path, algorithm):
+    proc = launch(2, "torch_errors.py", tmp_path, extra_env=pick_env(algorithm))
+    require_picked(proc, 2, algorithm)
+    require_ok(proc, 2, "torch_errors OK")
 
 
 def test_ddp_example_trains():

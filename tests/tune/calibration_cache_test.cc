@@ -95,9 +95,15 @@ TEST(TuningFileV2, BadModelEntriesAreClearErrors) {
   EXPECT_NE(tuning_to_json(fitted_table()).find("float32.sum"), std::string::npos);
 }
 
-// Runs cached_model on n in-process ranks; returns rank 0's result and
-// checks that every rank got the same table.
-CachedModel run_cache(int n, const Config& config) {
+// Host loads for the injected sampler: no real load in tests. Quiet: nothing
+// but the job runs. Busy: far more runnable tasks than any host has cores.
+HostLoad quiet_host() { return {0, 0.25}; }
+HostLoad busy_host() { return {1e6, 50}; }
+
+// Runs cached_model on n in-process ranks with the host's load from
+// `sampler`; returns rank 0's result and checks that every rank got the same
+// table.
+CachedModel run_cache(int n, const Config& config, LoadSampler sampler = quiet_host) {
   auto world = make_inproc_world(n);
   std::vector<CachedModel> got(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -105,7 +111,7 @@ CachedModel run_cache(int n, const Config& config) {
     threads.emplace_back([&, r] {
       auto t = make_inproc_transport(world, r, std::chrono::microseconds{50});
       got[static_cast<size_t>(r)] =
-          cached_model(*t, config, Clock::now() + std::chrono::seconds(120));
+          cached_model(*t, config, Clock::now() + std::chrono::seconds(120), sampler);
     });
   for (auto& th : threads) th.join();
   for (int r = 1; r < n; ++r) {
@@ -182,6 +188,134 @@ TEST_F(CalibrationCache, ACorruptFileIsIgnoredWithAWarningAndReplaced) {
     EXPECT_TRUE(tuning_from_json(text, "cache").fitted());
     EXPECT_TRUE(run_cache(2, config_).from_cache);
   }
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The entry's record of the load it was calibrated under.
+CalibrationLoad stored_load(const std::string& path) {
+  const TuningTable t = tuning_from_json(file_text(path), path);
+  EXPECT_TRUE(t.calibration.has_value()) << path;
+  return t.calibration.value_or(CalibrationLoad{});
+}
+
+TEST_F(CalibrationCache, ACalibrationRecordsTheLoadItRanUnder) {
+  const CachedModel m = run_cache(2, config_, quiet_host);
+  ASSERT_TRUE(m.table.calibration.has_value());
+  const CalibrationLoad load = stored_load(m.path);
+  EXPECT_EQ(load, *m.table.calibration);
+  EXPECT_FALSE(load.provisional);
+  EXPECT_EQ(load.others_running, 0);
+  EXPECT_EQ(load.loadavg, 0.25);
+  EXPECT_GE(load.cores, 1);
+  EXPECT_GT(load.samples, 2);  // sampled all through the probes
+}
+
+TEST_F(CalibrationCache, ABusyHostsCalibrationIsStoredProvisionalAndUsedWhileBusy) {
+  const CachedModel busy = run_cache(2, config_, busy_host);
+  EXPECT_FALSE(busy.from_cache);
+  ASSERT_TRUE(busy.table.calibration.has_value());
+  EXPECT_TRUE(busy.table.calibration->provisional);
+  const CalibrationLoad load = stored_load(busy.path);
+  EXPECT_TRUE(load.provisional);
+  EXPECT_EQ(load.others_running, 1e6 - 2);  // the job's two ranks not counted
+  EXPECT_EQ(load.loadavg, 50);
+  // A later job on a host still busy uses it as it is.
+  const std::string text = file_text(busy.path);
+  const CachedModel again = run_cache(2, config_, busy_host);
+  EXPECT_TRUE(again.from_cache);
+  EXPECT_FALSE(again.replaced_provisional);
+  EXPECT_EQ(tuning_to_json(again.table), tuning_to_json(busy.table));
+  EXPECT_EQ(file_text(busy.path), text);
+}
+
+TEST_F(CalibrationCache, AQuietStartReplacesAProvisionalEntry) {
+  const CachedModel busy = run_cache(2, config_, busy_host);
+  ASSERT_TRUE(stored_load(busy.path).provisional);
+  const CachedModel quiet = run_cache(2, config_, quiet_host);
+  EXPECT_FALSE(quiet.from_cache);
+  EXPECT_TRUE(quiet.replaced_provisional);
+  EXPECT_EQ(quiet.path, busy.path);
+  EXPECT_FALSE(stored_load(quiet.path).provisional);
+  // The quiet entry is the one the next job uses.
+  const CachedModel next = run_cache(2, config_, quiet_host);
+  EXPECT_TRUE(next.from_cache);
+  EXPECT_EQ(tuning_to_json(next.table), tuning_to_json(quiet.table));
+}
+
+TEST_F(CalibrationCache, AQuietEntryIsKeptByABusyJob) {
+  const CachedModel quiet = run_cache(2, config_, quiet_host);
+  ASSERT_FALSE(stored_load(quiet.path).provisional);
+  const std::string text = file_text(quiet.path);
+  const CachedModel busy = run_cache(2, config_, busy_host);
+  EXPECT_TRUE(busy.from_cache);
+  EXPECT_FALSE(busy.replaced_provisional);
+  EXPECT_EQ(file_text(quiet.path), text);
+  EXPECT_TRUE(run_cache(2, config_, quiet_host).from_cache);
+}
+
+TEST_F(CalibrationCache, AnEntryCalibratedByAnotherProbeRevisionIsNotUsed) {
+  // Same host, link and N, another P: not this chorus's entry.
+  const std::string old = cache_file(config_.cache_dir, "inproc", 2);
+  const std::string older = old.substr(0, old.rfind(".p")) + ".p4.json";
+  ASSERT_NE(old, older);
+  std::filesystem::create_directories(config_.cache_dir);
+  std::ofstream(older) << tuning_to_json(fitted_table());
+  const CachedModel m = run_cache(2, config_, quiet_host);
+  EXPECT_FALSE(m.from_cache);
+  EXPECT_EQ(m.path, old);
+  EXPECT_EQ(file_text(older), tuning_to_json(fitted_table()));
+}
+
+TEST(HostBusy, MoreRunnableTasksThanTheJobLeavesCoresFor) {
+  // No samples: nothing known, quiet.
+  EXPECT_FALSE(host_busy({}, 2, 2));
+  // 2 cores, 2 ranks of the job: any other runnable task at the median is busy.
+  EXPECT_FALSE(host_busy({2, 2, 2}, 2, 2));
+  EXPECT_FALSE(host_busy({1, 2, 3}, 2, 2));  // median others 0
+  EXPECT_TRUE(host_busy({3, 3, 2}, 2, 2));   // median others 1
+  // A lone spike is not the median.
+  EXPECT_FALSE(host_busy({2, 40, 2}, 2, 2));
+  // 8 cores, 2 ranks: up to 6 others fit.
+  EXPECT_FALSE(host_busy({8, 8, 8}, 2, 8));
+  EXPECT_TRUE(host_busy({9, 9, 9}, 2, 8));
+  // More ranks than cores: any other task is busy.
+  EXPECT_TRUE(host_busy({5, 5}, 4, 2));
+  EXPECT_FALSE(host_busy({4, 3}, 4, 2));
+  EXPECT_EQ(median_others_running({1, 5, 9, 3}, 2), 2);  // others {0, 3, 7, 1}
+}
+
+TEST(TuningFileV2, TheCalibrationRecordRoundTripsAndIsChecked) {
+  TuningTable t = fitted_table();
+  t.calibration = CalibrationLoad{true, 3.5, 7.25, 16, 21};
+  const TuningTable back = tuning_from_json(tuning_to_json(t), "test");
+  ASSERT_TRUE(back.calibration.has_value());
+  EXPECT_EQ(*back.calibration, *t.calibration);
+  EXPECT_FALSE(tuning_from_json(tuning_to_json(fitted_table()), "test").calibration.has_value());
+  auto error = [](const std::string& calibration) {
+    try {
+      tuning_from_json(R"({"format": "chorus-tuning", "version": 2, "links": {}, "calibration": )" +
+                           calibration + "}",
+                       "f");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string good = R"("others_running": 0, "loadavg_1m": 0, "cores": 2, "samples": 3)";
+  EXPECT_EQ(error(R"({"provisional": false, )" + good + "}"), "no error");
+  EXPECT_NE(error(R"({)" + good + "}").find("provisional must be true or false"), std::string::npos);
+  EXPECT_NE(error(R"({"provisional": 1, )" + good + "}").find("provisional"), std::string::npos);
+  EXPECT_NE(error(R"({"provisional": true, "others_running": -1, "loadavg_1m": 0, "cores": 2, "samples": 3})")
+                .find("others_running and loadavg_1m must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"provisional": true, "loadavg_1m": 0, "cores": 2, "samples": 3})")
+                .find("\"others_running\" must be a number"),
+            std::string::npos);
+  EXPECT_NE(error("[]").find("calibration must be an object"), std::string::npos);
 }
 
 TEST_F(CalibrationCache, OffCalibratesAndStoresNothing) {

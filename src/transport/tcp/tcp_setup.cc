@@ -75,9 +75,10 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
   // Listen on exactly the address this rank publishes, not on every
   // interface: a data port is reachable where the job says it is, no wider.
   const std::string address = options.address.empty() ? "127.0.0.1" : options.address;
-  Fd listen = listen_on(resolve(address, 0, str_cat(where, "published address")),
-                        str_cat(where, "listening on its published address (", address,
-                                "; CHORUS_TCP_ADDR must be an address of this host)"));
+  const std::string hint =
+      str_cat(" (", address, "; CHORUS_TCP_ADDR must be an address of this host)");
+  Fd listen = listen_on(resolve(address, 0, str_cat(where, "published address", hint)),
+                        str_cat(where, "listening on its published address", hint));
   const uint16_t port = local_port(listen.get());
   store.set(str_cat("tcp/addr/", rank),
             to_bytes(str_cat(options.host_id, "\n", address, "\n", port)));
