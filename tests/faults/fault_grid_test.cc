@@ -142,7 +142,7 @@ bool shares_memory(Link l) {
 // segments and slices; the odd rank's large count doubles it.
 constexpr size_t kCount = 50021;
 
-#ifdef CHORUS_FAULT_GRID_REDUCED
+#ifdef CHORUS_REDUCED_GRIDS
 constexpr int kGridRanks[] = {2};
 #else
 constexpr int kGridRanks[] = {2, 4};
