@@ -153,9 +153,10 @@ def test_pip_install_wheel_and_uninstall(scratch):
         assert chorus_left(site, venv_dir / "bin")
         run([py, "-m", "pip", "uninstall", "-y", "chorus"], env, tmp_path)
         assert chorus_left(site, venv_dir / "bin") == [], chorus_left(site, venv_dir / "bin")
-        gone = subprocess.run([str(py), "-c", "import chorus"], capture_output=True, text=True, env=env,
-                              cwd=str(tmp_path))
-        assert gone.returncode != 0 and "No module named 'chorus'" in gone.stderr, gone.stderr
+        # (A chorus elsewhere on the system's path may still import, from there.)
+        where = run([py, "-c", "import importlib.util as u; s = u.find_spec('chorus'); print(s and s.origin)"],
+                    env, tmp_path).stdout
+        assert str(venv_dir) not in where, where
 
 
 def test_pip_install_without_torch(scratch):
