@@ -12,7 +12,8 @@ CMakeLists.txt's project(VERSION).
 Environment:
   CHORUS_BUILD_DIR  the CMake build directory (default: build-python/ in the
                     source tree). An existing one, configured from this source
-                    tree, is built again incrementally with its own settings.
+                    tree, is configured and built again (only what changed)
+                    with its own settings.
   CMAKE_ARGS        more arguments for CMake's configure step, e.g.
                     -DCHORUS_BUILD_TORCH=OFF for the numpy binding alone.
   CMAKE_BUILD_PARALLEL_LEVEL  compile jobs (default: the number of cores).
@@ -109,8 +110,8 @@ class CMakeBuild(build_ext):
             python = cache_value(cache.read_text(), "Python3_EXECUTABLE")
             if python and not Path(python).exists():  # a virtual environment since removed
                 extra.append(f"-DPython3_EXECUTABLE={sys.executable}")
-            if extra:
-                self.spawn(["cmake", str(build), *extra])
+            # Configured again (seconds), so that a torch installed since is found.
+            self.spawn(["cmake", str(build), *extra])
             return
         args = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                 f"-DPython3_EXECUTABLE={sys.executable}",
