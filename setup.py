@@ -123,6 +123,9 @@ class CMakeBuild(build_ext):
 
 setup(
     version=project_version(),
+    package_dir={"": "python"},
+    packages=["chorus", "chorus.torch"],
+    include_package_data=False,
     ext_modules=[Extension(name, sources=[]) for name in EXTENSIONS],
     cmdclass={"build_ext": CMakeBuild},
     # setuptools' own build files beside CMake's, not in build/ (make's).
