@@ -69,7 +69,11 @@ std::vector<size_t> grid_counts(int nranks) {
 std::vector<GridParam> grid_params() {
   std::vector<GridParam> out;
   for (const Algorithm* a : one_sided_algorithms())
+#ifdef CHORUS_REDUCED_GRIDS  // sanitizer builds: fewer rank counts
+    for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16, 17}) out.push_back({a, n});
+#else
     for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 31, 32, 33, 48, 63, 64}) out.push_back({a, n});
+#endif
   return out;
 }
 
@@ -298,8 +302,8 @@ TEST(VerifyOneSidedMutation, PeerMustBeAnotherRank) {
 // read the peer's input before the peer has entered the call. Without a wait
 // for the peer at all, nothing compares the peer's call stamp either, which
 // is the first thing the verifier reports (the later ones, a read ordered
-// after a wait for the peer but before its write, are read_before_signal:
-// SignalBeforeTheWrite, ReadOfAReducedBlockBeforeItIsReduced).
+// after a wait for the peer but not after its write: SignalBeforeTheWrite,
+// ReadOfAReducedBlockBeforeItIsReduced).
 TEST(VerifyOneSidedMutation, ReadBeforeTheWait) {
   for (const char* name : {"one_shot", "two_shot"})
     for (bool in_windows : {false, true}) {
@@ -353,11 +357,14 @@ TEST(VerifyOneSidedMutation, ReadOfAReducedBlockBeforeItIsReduced) {
     Case c = build("two_shot", 4, 12, in_windows);
     Program& p = c.programs[0];
     const OpIndex g = find_op(p, [](const Op& o) { return o.kind == OpKind::get && o.peer == 1; });
-    p.ops[g].deps.clear();
+    // Only after rank 1's kReady (so its stamp is compared), not after its
+    // kReduced: rank 1's reduction of the block may then land after the
+    // read, which the verifier reports at the writer.
+    p.ops[g].deps = {wait_for(p, 1, kReady)};
     const VerifyResult r = check(c);
-    expect_kind(r, VerifyErrorKind::read_before_signal);
-    EXPECT_EQ(r.error->rank, 0);
-    EXPECT_EQ(r.error->op, g);
+    expect_kind(r, VerifyErrorKind::overwrite_before_read);
+    EXPECT_EQ(r.error->rank, 1);
+    EXPECT_TRUE(mentions(r, "rank 0's op " + std::to_string(g))) << r.error->message;
   }
 }
 
