@@ -57,4 +57,4 @@ format:
 	@clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf build build-address build-thread $(FUZZ_DIR)
+	rm -rf build build-address build-thread build-python python/chorus.egg-info $(FUZZ_DIR)

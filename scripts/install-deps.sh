@@ -10,11 +10,15 @@ set -euo pipefail
 # pybind11, numpy and pytest; the torch.distributed backend (python/torch/)
 # Debian's torch 1.13 and its C++ headers (libtorch-dev). All of them load in
 # /usr/bin/python3 only, which the build and the tests use.
+# pip install . (pyproject.toml, setup.py) builds with setuptools and wheel
+# in a virtual environment (python3-venv, python3-pip); ccache lets it, and
+# its test, reuse the objects of the CMake build.
 # scripts/testbed (the testbed tests) needs ip and tc (iproute2), nsenter,
 # unshare and mount (util-linux, mount) and Debian's python3.
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm
       python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev
+      python3-setuptools python3-wheel python3-venv python3-pip ccache
       iproute2 util-linux mount python3 "$@")
 missing=()
 for p in "${pkgs[@]}"; do

@@ -178,6 +178,7 @@ int run(int argc, char** argv) {
   app.add_option("--grace", grace,
                  "seconds the other ranks get to exit on their own after one fails")
       ->check(CLI::Range(0.0, 3600.0));
+  app.set_version_flag("--version", "chorus-run " CHORUS_VERSION);
   app.footer("[--] program [args...]   the program each rank runs; it and every argument after "
              "it are passed on unchanged");
   std::vector<std::string> own;

@@ -92,6 +92,7 @@ void print_markdown() {
 int main(int argc, char** argv) {
   using namespace chorus;
   CLI::App app{"chorus-verify: prove algorithms symbolically and print their message counts"};
+  app.set_version_flag("--version", "chorus-verify " CHORUS_VERSION);
   std::string collective_arg;
   std::string ranks_arg = "8";
   std::string algo_arg = "all";

@@ -337,10 +337,14 @@ int sim_cli_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   app.add_option(
       "--trace", a.trace,
       "write the run of one --algo at one --bytes as a Chrome trace (JSON) to this file");
+  app.set_version_flag("--version", "chorus-sim " CHORUS_VERSION);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     out << app.help();
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    out << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
     err << "chorus-sim: " << e.what() << "\n"

@@ -45,6 +45,14 @@ TEST(SimCli, TableMarksTheFastestAndListsCrossovers) {
   EXPECT_EQ(marks, 5u) << r.out;  // one per size: 64, 1K, 16K, 256K, 4M
 }
 
+TEST(SimCli, VersionNeedsNoOtherArgument) {
+  const CliRun r = cli({"--version"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("chorus-sim ", 0), 0u) << r.out;  // chorus-sim <project version>
+  EXPECT_EQ(r.out.back(), '\n');
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
 TEST(SimCli, JsonRowsHaveEveryKey) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("chorus_sim_cli_" + std::to_string(::getpid()) + ".json");

@@ -34,7 +34,15 @@ import torch.distributed as _dist
 
 import chorus as _chorus  # noqa: F401  (the exception classes torch's calls raise)
 
-from ._backend import ProcessGroupChorus
+try:
+    from ._backend import ProcessGroupChorus
+except ModuleNotFoundError as e:
+    if e.name != __name__ + "._backend":
+        raise
+    raise ImportError(
+        "chorus.torch: this chorus was built without its torch backend (torch was not found "
+        "when it was built; CHORUS_BUILD_TORCH). Build and install chorus again with torch "
+        "present: pip install --no-build-isolation . (docs/PYTHON.md)") from None
 
 __all__ = ["ProcessGroupChorus", "BACKEND", "empty"]
 
