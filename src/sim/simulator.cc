@@ -701,7 +701,9 @@ void Sim::prefetch_ahead() const {
     __builtin_prefetch(s);
     __builtin_prefetch(s + 1);
   }
-  if (const OpState* s = op_done(kLookahead / 2)) __builtin_prefetch(&dependents_[s->dep_begin]);
+  // A pointer, not a reference: an op without dependents may start at the end.
+  if (const OpState* s = op_done(kLookahead / 2))
+    __builtin_prefetch(dependents_.data() + s->dep_begin);
   if (const OpState* s = op_done(kLookahead / 4)) {
     if (const OpState* d = first_dependent(s)) __builtin_prefetch(d);
   }

@@ -154,9 +154,10 @@ void WindowSet::publish_stamp(const CallStamp& stamp) {
   Control* c = control(rank_);
   uint64_t words[3];
   std::memcpy(words, &stamp, sizeof words);
+  // A reader that sees a word of this stamp (acquire, against these release
+  // stores) then sees seq at 0 or later, so it never takes a mix of two.
   c->seq.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  for (int i = 0; i < 3; ++i) c->stamp[i].store(words[i], std::memory_order_relaxed);
+  for (int i = 0; i < 3; ++i) c->stamp[i].store(words[i], std::memory_order_release);
   // Places from an earlier call: nobody reads them before this call's
   // publish_places (peers read places only after a flag this call raises).
   c->seq.store(stamp.seq, std::memory_order_release);
@@ -177,8 +178,7 @@ bool WindowSet::peer_stamp(int q, uint32_t seq, CallStamp& stamp) const {
   const Control* c = control(q);
   if (c->seq.load(std::memory_order_acquire) != seq) return false;
   uint64_t words[3];
-  for (int i = 0; i < 3; ++i) words[i] = c->stamp[i].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  for (int i = 0; i < 3; ++i) words[i] = c->stamp[i].load(std::memory_order_acquire);
   // Unchanged since the first look: the words are all of call `seq`.
   if (c->seq.load(std::memory_order_relaxed) != seq) return false;
   std::memcpy(&stamp, words, sizeof words);
