@@ -14,12 +14,15 @@ namespace {
 constexpr size_t kCompactAfter = 64;
 // How long a timed-out call waits for its peers' answers to a stall report.
 constexpr auto kStallReportWait = std::chrono::milliseconds(250);
-// A one-sided wait: polls before yielding the core, then yields before
-// napping between polls.
+// A one-sided wait: polls before yielding the core, then yields for a while
+// before napping between polls. The phases and the liveness checks go by the
+// clock, not by rounds: on a loaded host one yield can take a whole time
+// slice, and a count of yields would then put the first check of a dead
+// peer past the call's deadline.
 constexpr int kWaitSpinRounds = 200;
-constexpr int kWaitYieldRounds = 20000;
+constexpr auto kWaitYieldFor = std::chrono::milliseconds(20);
 constexpr auto kWaitNap = std::chrono::microseconds(50);
-constexpr int kWaitCheckRounds = 64;  // naps between liveness checks
+constexpr auto kWaitCheckEvery = std::chrono::milliseconds(5);  // liveness checks
 }  // namespace
 
 std::string CallLabel::str() const {
@@ -387,6 +390,8 @@ void Engine::wait(const Execution& exec) {
   // microseconds), then handing the core over, since the peer that raises it
   // may need this very core.
   int idle_rounds = 0;
+  Clock::time_point idle_since{};
+  Clock::time_point next_check{};
   while (!exec.done()) {
     Deadline deadline = exec.deadline();
     for (const auto& a : active_) deadline = std::min(deadline, a->deadline());
@@ -401,18 +406,26 @@ void Engine::wait(const Execution& exec) {
         continue;
       }
       if (++idle_rounds > kWaitSpinRounds) {
-        if (Clock::now() >= deadline) {
+        const Clock::time_point now = Clock::now();
+        if (idle_rounds == kWaitSpinRounds + 1) {
+          idle_since = now;
+          next_check = now + kWaitCheckEvery;
+        }
+        if (now >= deadline) {
           for (const auto& a : active_)
             if (a->deadline() <= deadline) timed_out(*a);
           timed_out(exec);
         }
-        std::this_thread::yield();
-        if (idle_rounds > kWaitYieldRounds) {
-          std::this_thread::sleep_for(kWaitNap);
-          // No message ends a one-sided wait: ask whether its peers live.
-          if (idle_rounds % kWaitCheckRounds == 0)
-            for (const Pending& p : waits_) transport_.check_peer(p.exec->program_->ops[p.op].peer);
+        // No message ends a one-sided wait: ask now and then whether its
+        // peers live.
+        if (now >= next_check) {
+          next_check = now + kWaitCheckEvery;
+          for (const Pending& p : waits_) transport_.check_peer(p.exec->program_->ops[p.op].peer);
         }
+        if (now - idle_since < kWaitYieldFor)
+          std::this_thread::yield();
+        else
+          std::this_thread::sleep_for(kWaitNap);
       }
       continue;
     }
