@@ -134,9 +134,8 @@ std::string perf_usage() {
                            float32 float64 (default float32)
   -o, --op OP|all          sum prod min max avg (default sum)
   -r, --root R             root of broadcast and reduce (default 0)
-  -z, --blocking 0|1       1: each call completes before the next; 0: allreduce
-                           calls are all launched before the first wait (the
-                           other collectives have only a blocking form)
+  -z, --blocking 0|1       1: each call completes before the next; 0: the
+                           calls are all launched before the first wait
   -a, --algo NAMES         auto (chorus chooses), all (every algorithm that
                            supports the case, one row each) or a comma list
       --ranks N            number of local ranks to start (default 2)

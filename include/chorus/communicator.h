@@ -32,9 +32,13 @@
 
 namespace chorus {
 
+class Communicator;
 namespace detail {
 class CommunicatorImpl;
 struct WorkState;
+// The implementation behind a Communicator, for chorus's own tools
+// (src/api/communicator_impl.h); not part of the API.
+CommunicatorImpl& impl_of(const Communicator& comm);
 }  // namespace detail
 class SharedWindow;
 
@@ -77,6 +81,52 @@ class Work {
   std::shared_ptr<detail::WorkState> state_;
 };
 
+// One call of a communicator, as data: what Communicator::submit() runs. Every
+// named call (allreduce, broadcast_async, send, irecv, ...) fills one and
+// submits it, so a program that decides at run time what to call (a sweep, a
+// binding to another language, a replay) builds a Call instead of a switch:
+//   chorus::Call call = chorus::Call::allreduce(v.data(), v.data(), v.size(),
+//                                               chorus::DataType::float32,
+//                                               chorus::ReduceOp::sum);
+//   chorus::Work work = comm.submit(call);   // returns at once
+//   ...                                      // other work
+//   work.wait();
+// The buffers' meaning per collective is that of the named forms below.
+struct Call {
+  // A collective, or one side of a point-to-point message.
+  enum class Kind : int { collective, send, recv };
+  Kind kind = Kind::collective;
+  Collective collective = Collective::allreduce;  // Kind::collective only
+  const void* send = nullptr;  // the send buffer; Kind::send: the message
+  void* recv = nullptr;        // the recv buffer; Kind::recv: where the message lands
+  size_t count = 0;            // elements, as types.h's Collective says; a message's length
+  DataType type = DataType::float32;
+  ReduceOp op = ReduceOp::sum;  // allreduce, reduce_scatter, reduce
+  int root = 0;                 // broadcast, reduce
+  int peer = -1;                // Kind::send, Kind::recv: the other rank
+  CallOptions options;
+
+  static Call allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                        CallOptions options = {});
+  static Call allgather(const void* send, void* recv, size_t send_count, DataType type,
+                        CallOptions options = {});
+  static Call reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                             ReduceOp op, CallOptions options = {});
+  static Call broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                        CallOptions options = {});
+  static Call reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                     int root, CallOptions options = {});
+  static Call alltoall(const void* send, void* recv, size_t count, DataType type,
+                       CallOptions options = {});
+  static Call barrier(CallOptions options = {});
+  static Call send_to(const void* buf, size_t count, DataType type, int peer,
+                      CallOptions options = {});
+  static Call recv_from(void* buf, size_t count, DataType type, int peer,
+                        CallOptions options = {});
+  // The call's name in errors: "allreduce", ..., "send", "recv".
+  std::string_view name() const;
+};
+
 // Every call on a moved-from Communicator raises Error(invalid_argument).
 // Only chorus::Error leaves its methods (out of memory is ErrorCode::system).
 class Communicator {
@@ -88,6 +138,8 @@ class Communicator {
 
   int rank() const;
   int size() const;
+  // The transport that connects the ranks: "inproc", "shm", "tcp" or "shm+tcp".
+  std::string transport() const;
 
   // Aborts the communicator: every pending and later call on this rank raises
   // Error(aborted) with `reason`, and every peer raises aborted naming this
@@ -107,6 +159,11 @@ class Communicator {
   // order as its other calls. Raises Error(invalid_argument) where the ranks
   // share no memory (tcp, shm+tcp, or one rank).
   Window window(size_t bytes);
+
+  // Starts `call` and returns at once: its arguments are checked before any
+  // byte moves (Error(invalid_argument)), and its buffers stay untouched by the
+  // caller until the Work is done. Every other call is this one.
+  Work submit(const Call& call);
 
   // recv[i] = op over all ranks of send[i], on every rank; count elements each.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
@@ -140,19 +197,39 @@ class Communicator {
   void send(const void* buf, size_t count, DataType type, int peer,
             const CallOptions& options = {});
   void recv(void* buf, size_t count, DataType type, int peer, const CallOptions& options = {});
-  // Asynchronous forms: buf stays untouched by the caller until the Work is done.
-  Work isend(const void* buf, size_t count, DataType type, int peer,
-             const CallOptions& options = {});
-  Work irecv(void* buf, size_t count, DataType type, int peer, const CallOptions& options = {});
 
+  // Asynchronous forms of every call: each submits the same Call as its
+  // blocking form and returns its Work at once; the buffers stay untouched by
+  // the caller until the Work is done. Calls complete in the order they were
+  // issued on every rank.
   Work allreduce_async(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                        const CallOptions& options = {});
-
-  // Internal: the implementation behind this handle. Throws Error
-  // (invalid_argument) on a moved-from Communicator.
-  detail::CommunicatorImpl& impl() const;
+  Work allgather_async(const void* send, void* recv, size_t send_count, DataType type,
+                       const CallOptions& options = {});
+  Work reduce_scatter_async(const void* send, void* recv, size_t recv_count, DataType type,
+                            ReduceOp op, const CallOptions& options = {});
+  Work broadcast_async(const void* send, void* recv, size_t count, DataType type, int root,
+                       const CallOptions& options = {});
+  Work reduce_async(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                    int root, const CallOptions& options = {});
+  Work barrier_async(const CallOptions& options = {});
+  Work alltoall_async(const void* send, void* recv, size_t count, DataType type,
+                      const CallOptions& options = {});
+  Work send_async(const void* buf, size_t count, DataType type, int peer,
+                  const CallOptions& options = {});
+  Work recv_async(void* buf, size_t count, DataType type, int peer,
+                  const CallOptions& options = {});
+  // MPI's names for send_async and recv_async.
+  Work isend(const void* buf, size_t count, DataType type, int peer,
+             const CallOptions& options = {}) {
+    return send_async(buf, count, type, peer, options);
+  }
+  Work irecv(void* buf, size_t count, DataType type, int peer, const CallOptions& options = {}) {
+    return recv_async(buf, count, type, peer, options);
+  }
 
  private:
+  friend detail::CommunicatorImpl& detail::impl_of(const Communicator& comm);
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };
 

@@ -1,5 +1,5 @@
-// Basic vocabulary of the chorus API: element types, reduction operators and the
-// per-call options every collective accepts.
+// Basic vocabulary of the chorus API: the collectives, element types, reduction
+// operators and the per-call options every call accepts.
 #pragma once
 
 #include <chrono>
@@ -10,6 +10,23 @@
 #include <string_view>
 
 namespace chorus {
+
+// The collectives. A call's `count` means, per collective:
+//   allreduce, broadcast, reduce: elements per rank
+//   allgather:                    elements each rank contributes (send count)
+//   reduce_scatter:               elements each rank receives (recv count)
+//   alltoall:                     elements per (sender, receiver) block
+//   barrier:                      ignored
+enum class Collective : int {
+  allreduce,
+  allgather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  alltoall,
+  barrier,
+};
+inline constexpr int kCollectiveCount = 7;
 
 // Element type of a buffer. float16 is IEEE 754 binary16, bfloat16 is the top 16
 // bits of a binary32; both reduce through float32 with round-to-nearest-even.
@@ -35,12 +52,15 @@ inline constexpr int kReduceOpCount = 5;
 // Size in bytes of one element; throws Error(invalid_argument) for a value
 // outside the enum.
 size_t dtype_size(DataType type);
+bool is_valid(Collective c);
 bool is_valid(DataType type);
 bool is_valid(ReduceOp op);
 
-// Names as the CLI and the environment spell them ("float32", "sum").
+// Names as the CLI and the environment spell them ("allreduce", "float32", "sum").
+std::string_view to_string(Collective c);
 std::string_view to_string(DataType type);
 std::string_view to_string(ReduceOp op);
+std::optional<Collective> parse_collective(std::string_view name);
 std::optional<DataType> parse_data_type(std::string_view name);
 std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 

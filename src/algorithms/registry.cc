@@ -51,18 +51,7 @@ Program single_rank_program(const CollectiveSpec& spec) {
   const BufferCounts counts = buffer_counts(spec);
   ProgramBuilder b(counts);
   using B = ProgramBuilder;
-  switch (spec.collective) {
-    case Collective::barrier:
-      break;
-    case Collective::reduce_scatter:
-    case Collective::allgather:
-    case Collective::alltoall:
-    case Collective::allreduce:
-    case Collective::broadcast:
-    case Collective::reduce:
-      b.copy(B::input(0, counts.input), B::output(0, counts.output));
-      break;
-  }
+  if (has_data(spec.collective)) b.copy(B::input(0, counts.input), B::output(0, counts.output));
   return std::move(b).finish();
 }
 
@@ -70,7 +59,7 @@ Program single_rank_program(const CollectiveSpec& spec) {
 // rank does not own (the non-roots of reduce) is left alone.
 void append_average(Program& program, const CollectiveSpec& spec) {
   if (program.output_count == 0) return;
-  if (spec.collective == Collective::reduce && spec.rank != spec.root) return;
+  if (!uses_output(spec.collective, spec.rank, spec.root)) return;
   Op op;
   op.kind = OpKind::divide;
   op.dst = ProgramBuilder::output(0, program.output_count);

@@ -130,7 +130,7 @@ std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord&
     label = CallLabel{exchange_call_->collective, exchange_call_->algorithm};
   } else {
     stamp = collective_stamp(++collective_seq_, Collective::allgather, algorithm_stamp_id(*ring),
-                             DataType::uint8, false, ReduceOp::sum, sizeof(WindowRecord), 0);
+                             DataType::uint8, ReduceOp::sum, sizeof(WindowRecord), 0);
     begin_call(stamp);
     deadline = deadline_after(config_.timeout, Clock::now());
   }
@@ -159,7 +159,7 @@ std::shared_ptr<SharedWindow> CommunicatorImpl::create_window(size_t bytes) {
   return windows_->create_user_window(bytes);
 }
 
-void CommunicatorImpl::prepare_one_sided(const CallDescriptor& call, const CollectiveSpec& spec,
+void CommunicatorImpl::prepare_one_sided(const Call& call, const CollectiveSpec& spec,
                                          const PreparedProgram& prepared, const CallStamp& stamp,
                                          Deadline deadline) {
   // A one-sided call runs alone: its flags and the staging window are the
@@ -315,18 +315,20 @@ void CommunicatorImpl::start_trace() {
   engine_.set_tracer(tracer_.get());
 }
 
-void CommunicatorImpl::validate(const CallDescriptor& c) const {
+void CommunicatorImpl::validate(const Call& c) const {
   const CallSite where{rank(), to_string(c.collective)};
   if (!is_valid(c.type))
     fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(c.type));
   if (!is_valid(c.op))
     fail(ErrorCode::invalid_argument, where, "invalid ReduceOp value ", static_cast<int>(c.op));
-  const bool rooted = c.collective == Collective::broadcast || c.collective == Collective::reduce;
-  if (rooted && (c.root < 0 || c.root >= size()))
+  if (!is_valid(c.collective))
+    fail(ErrorCode::invalid_argument, where, "invalid Collective value ",
+         static_cast<int>(c.collective));
+  if (rooted(c.collective) && (c.root < 0 || c.root >= size()))
     fail(ErrorCode::invalid_argument, where, "root ", c.root, " outside [0, ", size(), ")");
-  if (c.options && c.options->timeout.count() < 0)
-    fail(ErrorCode::invalid_argument, where, "negative timeout ", c.options->timeout.count(), " ms");
-  if (c.collective == Collective::barrier) return;
+  if (c.options.timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, where, "negative timeout ", c.options.timeout.count(), " ms");
+  if (!has_data(c.collective)) return;
 
   const size_t es = dtype_size(c.type);
   CollectiveSpec spec{c.collective, size(), rank(), c.count, es, c.root};
@@ -335,8 +337,8 @@ void CommunicatorImpl::validate(const CallDescriptor& c) const {
   const size_t out_bytes = checked_mul(counts.output, es, "output size");
   // Which buffers this rank touches: broadcast reads send on the root only,
   // reduce writes recv on the root only.
-  const bool uses_send = c.collective != Collective::broadcast || rank() == c.root;
-  const bool uses_recv = c.collective != Collective::reduce || rank() == c.root;
+  const bool uses_send = uses_input(c.collective, rank(), c.root);
+  const bool uses_recv = uses_output(c.collective, rank(), c.root);
   if (uses_send && in_bytes > 0 && c.send == nullptr)
     fail(ErrorCode::invalid_argument, where, "send buffer is null with count ", c.count);
   if (uses_recv && out_bytes > 0 && c.recv == nullptr)
@@ -394,21 +396,31 @@ std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
   return w;
 }
 
-std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) {
+std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
+  switch (call.kind) {
+    case Call::Kind::collective: return submit_collective(call);
+    case Call::Kind::send:
+      return submit_point_to_point(OpKind::send, call.send, nullptr, call.count, call.type,
+                                   call.peer, call.options);
+    case Call::Kind::recv:
+      return submit_point_to_point(OpKind::recv, nullptr, call.recv, call.count, call.type,
+                                   call.peer, call.options);
+  }
+  fail(ErrorCode::invalid_argument, CallSite{rank(), "submit"}, "invalid Call::Kind value ",
+       static_cast<int>(call.kind));
+}
+
+std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call) {
   CallGuard guard(call_state_);
   enter_call();
   validate(call);
-  static const CallOptions kDefaults;
-  const CallOptions& options = call.options ? *call.options : kDefaults;
-  const bool reduces =
-      call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
-      call.collective == Collective::reduce;
-  const bool empty = call.collective != Collective::barrier && call.count == 0;
+  const CallOptions& options = call.options;
+  const bool empty = has_data(call.collective) && call.count == 0;
   if (empty || (size() == 1 && call.collective == Collective::barrier)) {
     // No message: a number all the same, so that the calls after it keep
     // theirs on every rank.
-    begin_call(collective_stamp(++collective_seq_, call.collective, 0, call.type, reduces,
-                                call.op, call.count, call.root));
+    begin_call(collective_stamp(++collective_seq_, call.collective, 0, call.type, call.op,
+                                call.count, call.root));
     auto work = new_work();
     work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
     const Deadline now = Clock::now();
@@ -417,11 +429,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
     recorder_.finish(work->record, now);
     return work;
   }
-  const size_t es = call.collective == Collective::barrier ? 1 : dtype_size(call.type);
-  const bool average =
-      call.op == ReduceOp::avg &&
-      (call.collective == Collective::allreduce || call.collective == Collective::reduce_scatter ||
-       call.collective == Collective::reduce);
+  const size_t es = has_data(call.collective) ? dtype_size(call.type) : 1;
+  const bool average = call.op == ReduceOp::avg && reduces(call.collective);
   CollectiveSpec spec{call.collective, size(), rank(),  call.count,
                       es,              call.root, config_.segment_bytes, average};
   if (windows_) {
@@ -435,7 +444,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   const Plan& plan = plan_for(spec, options);
   const std::shared_ptr<const PreparedProgram> program = plan.program;
   const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
-                                           call.type, reduces, call.op, call.count, call.root);
+                                           call.type, call.op, call.count, call.root);
   begin_call(stamp);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   // One-sided calls meet their peers before the first op (the exchanges of
@@ -457,10 +466,10 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const CallDescriptor& call) 
   work->exec.restart(program, buffers, call.type, call.op,
                      CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max(),
                      stamp);
-  const bool rooted = call.collective == Collective::broadcast || call.collective == Collective::reduce;
   auto record = [&](Deadline now) {
     work->record = recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name,
-                                   call.type, call.op, call.count, rooted ? call.root : -1, -1,
+                                   call.type, call.op, call.count,
+                                   rooted(call.collective) ? call.root : -1, -1,
                                    now);
   };
   try {
@@ -701,102 +710,159 @@ Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
-detail::CommunicatorImpl& Communicator::impl() const {
-  if (!impl_)
+detail::CommunicatorImpl& detail::impl_of(const Communicator& comm) {
+  if (!comm.impl_)
     fail(ErrorCode::invalid_argument,
          "this Communicator has been moved from (or destroyed); use the one it was moved to");
-  return *impl_;
+  return *comm.impl_;
 }
 
-int Communicator::rank() const { return impl().rank(); }
+int Communicator::rank() const { return detail::impl_of(*this).rank(); }
+int Communicator::size() const { return detail::impl_of(*this).size(); }
+std::string Communicator::transport() const {
+  return std::string(detail::impl_of(*this).transport().name());
+}
 
 std::string Communicator::flight_record() const {
-  return guarded("flight_record", [&] { return impl().flight_record(); });
+  return guarded("flight_record", [&] { return detail::impl_of(*this).flight_record(); });
 }
 
 Window Communicator::window(size_t bytes) {
-  return guarded("window", [&] { return Window(impl().create_window(bytes)); });
+  return guarded("window", [&] { return Window(detail::impl_of(*this).create_window(bytes)); });
 }
 
 void* Window::data() const { return window_ ? window_->data() : nullptr; }
 size_t Window::size() const { return window_ ? window_->bytes() : 0; }
 
 void Communicator::abort(std::string_view reason) {
-  guarded("abort", [&] { impl().abort(reason); });
+  guarded("abort", [&] { detail::impl_of(*this).abort(reason); });
 }
-int Communicator::size() const { return impl().size(); }
 
-namespace {
-Work submit(const Communicator& comm, const CallDescriptor& call) {
-  return guarded(to_string(call.collective), [&] { return Work(comm.impl().submit(call)); });
+Work Communicator::submit(const Call& call) {
+  return guarded(call.name(), [&] { return Work(detail::impl_of(*this).submit(call)); });
 }
-}  // namespace
+
+// The named forms: each is its Call, submitted.
+Call Call::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                     CallOptions options) {
+  return {Kind::collective, Collective::allreduce, send, recv, count, type, op, 0, -1,
+          std::move(options)};
+}
+Call Call::allgather(const void* send, void* recv, size_t send_count, DataType type,
+                     CallOptions options) {
+  return {Kind::collective, Collective::allgather, send, recv, send_count, type, ReduceOp::sum,
+          0, -1, std::move(options)};
+}
+Call Call::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                          ReduceOp op, CallOptions options) {
+  return {Kind::collective, Collective::reduce_scatter, send, recv, recv_count, type, op, 0, -1,
+          std::move(options)};
+}
+Call Call::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                     CallOptions options) {
+  return {Kind::collective, Collective::broadcast, send, recv, count, type, ReduceOp::sum, root,
+          -1, std::move(options)};
+}
+Call Call::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
+                  CallOptions options) {
+  return {Kind::collective, Collective::reduce, send, recv, count, type, op, root, -1,
+          std::move(options)};
+}
+Call Call::alltoall(const void* send, void* recv, size_t count, DataType type,
+                    CallOptions options) {
+  return {Kind::collective, Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, -1,
+          std::move(options)};
+}
+Call Call::barrier(CallOptions options) {
+  return {Kind::collective, Collective::barrier, nullptr, nullptr, 0, DataType::uint8,
+          ReduceOp::sum, 0, -1, std::move(options)};
+}
+Call Call::send_to(const void* buf, size_t count, DataType type, int peer, CallOptions options) {
+  return {Kind::send, Collective::allreduce, buf, nullptr, count, type, ReduceOp::sum, 0, peer,
+          std::move(options)};
+}
+Call Call::recv_from(void* buf, size_t count, DataType type, int peer, CallOptions options) {
+  return {Kind::recv, Collective::allreduce, nullptr, buf, count, type, ReduceOp::sum, 0, peer,
+          std::move(options)};
+}
+
+std::string_view Call::name() const {
+  switch (kind) {
+    case Kind::send: return "send";
+    case Kind::recv: return "recv";
+    case Kind::collective: break;
+  }
+  return to_string(collective);
+}
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                              const CallOptions& options) {
   allreduce_async(send, recv, count, type, op, options).wait();
 }
+void Communicator::allgather(const void* send, void* recv, size_t send_count, DataType type,
+                             const CallOptions& options) {
+  allgather_async(send, recv, send_count, type, options).wait();
+}
+void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                                  ReduceOp op, const CallOptions& options) {
+  reduce_scatter_async(send, recv, recv_count, type, op, options).wait();
+}
+void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                             const CallOptions& options) {
+  broadcast_async(send, recv, count, type, root, options).wait();
+}
+void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                          int root, const CallOptions& options) {
+  reduce_async(send, recv, count, type, op, root, options).wait();
+}
+void Communicator::barrier(const CallOptions& options) { barrier_async(options).wait(); }
+void Communicator::alltoall(const void* send, void* recv, size_t count, DataType type,
+                            const CallOptions& options) {
+  alltoall_async(send, recv, count, type, options).wait();
+}
+void Communicator::send(const void* buf, size_t count, DataType type, int peer,
+                        const CallOptions& options) {
+  send_async(buf, count, type, peer, options).wait();
+}
+void Communicator::recv(void* buf, size_t count, DataType type, int peer,
+                        const CallOptions& options) {
+  recv_async(buf, count, type, peer, options).wait();
+}
 
 Work Communicator::allreduce_async(const void* send, void* recv, size_t count, DataType type,
                                    ReduceOp op, const CallOptions& options) {
-  return submit(*this, {Collective::allreduce, send, recv, count, type, op, 0, &options});
+  return submit(Call::allreduce(send, recv, count, type, op, options));
 }
-
-void Communicator::allgather(const void* send, void* recv, size_t send_count, DataType type,
-                             const CallOptions& options) {
-  submit(*this, {Collective::allgather, send, recv, send_count, type, ReduceOp::sum, 0, &options})
-      .wait();
+Work Communicator::allgather_async(const void* send, void* recv, size_t send_count, DataType type,
+                                   const CallOptions& options) {
+  return submit(Call::allgather(send, recv, send_count, type, options));
 }
-
-void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
-                                  ReduceOp op, const CallOptions& options) {
-  submit(*this, {Collective::reduce_scatter, send, recv, recv_count, type, op, 0, &options}).wait();
+Work Communicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count,
+                                        DataType type, ReduceOp op, const CallOptions& options) {
+  return submit(Call::reduce_scatter(send, recv, recv_count, type, op, options));
 }
-
-void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
-                             const CallOptions& options) {
-  submit(*this, {Collective::broadcast, send, recv, count, type, ReduceOp::sum, root, &options})
-      .wait();
+Work Communicator::broadcast_async(const void* send, void* recv, size_t count, DataType type,
+                                   int root, const CallOptions& options) {
+  return submit(Call::broadcast(send, recv, count, type, root, options));
 }
-
-void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
-                          int root, const CallOptions& options) {
-  submit(*this, {Collective::reduce, send, recv, count, type, op, root, &options}).wait();
+Work Communicator::reduce_async(const void* send, void* recv, size_t count, DataType type,
+                                ReduceOp op, int root, const CallOptions& options) {
+  return submit(Call::reduce(send, recv, count, type, op, root, options));
 }
-
-void Communicator::alltoall(const void* send, void* recv, size_t count, DataType type,
-                            const CallOptions& options) {
-  submit(*this, {Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, &options}).wait();
+Work Communicator::barrier_async(const CallOptions& options) {
+  return submit(Call::barrier(options));
 }
-
-void Communicator::send(const void* buf, size_t count, DataType type, int peer,
-                        const CallOptions& options) {
-  isend(buf, count, type, peer, options).wait();
+Work Communicator::alltoall_async(const void* send, void* recv, size_t count, DataType type,
+                                  const CallOptions& options) {
+  return submit(Call::alltoall(send, recv, count, type, options));
 }
-
-void Communicator::recv(void* buf, size_t count, DataType type, int peer,
-                        const CallOptions& options) {
-  irecv(buf, count, type, peer, options).wait();
+Work Communicator::send_async(const void* buf, size_t count, DataType type, int peer,
+                              const CallOptions& options) {
+  return submit(Call::send_to(buf, count, type, peer, options));
 }
-
-Work Communicator::isend(const void* buf, size_t count, DataType type, int peer,
-                         const CallOptions& options) {
-  return guarded("isend", [&] {
-    return Work(impl().submit_point_to_point(OpKind::send, buf, nullptr, count, type, peer, options));
-  });
-}
-
-Work Communicator::irecv(void* buf, size_t count, DataType type, int peer,
-                         const CallOptions& options) {
-  return guarded("irecv", [&] {
-    return Work(impl().submit_point_to_point(OpKind::recv, nullptr, buf, count, type, peer, options));
-  });
-}
-
-void Communicator::barrier(const CallOptions& options) {
-  submit(*this, {Collective::barrier, nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, 0,
-                  &options})
-      .wait();
+Work Communicator::recv_async(void* buf, size_t count, DataType type, int peer,
+                              const CallOptions& options) {
+  return submit(Call::recv_from(buf, count, type, peer, options));
 }
 
 }  // namespace chorus

@@ -3,7 +3,8 @@
 // transport. Which algorithm a call gets is the selection layer's decision
 // (tune/selector.h).
 //
-// Every public collective funnels into one CallDescriptor and one enqueue path.
+// Every public call funnels into one chorus::Call (include/chorus/communicator.h)
+// and one enqueue path, submit().
 #pragma once
 
 #include "algorithms/algorithm.h"
@@ -28,18 +29,6 @@
 #include <tuple>
 
 namespace chorus {
-
-// One collective call as the API received it.
-struct CallDescriptor {
-  Collective collective = Collective::allreduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType type = DataType::float32;
-  ReduceOp op = ReduceOp::sum;
-  int root = 0;
-  const CallOptions* options = nullptr;
-};
 
 namespace detail {
 
@@ -95,8 +84,9 @@ class CommunicatorImpl {
     last_plan_ = nullptr;
   }
 
-  // Validates, picks the algorithm, builds (or reuses) the program, starts it.
-  std::shared_ptr<WorkState> submit(const CallDescriptor& call);
+  // Validates the call and starts it: a collective (submit_collective) or
+  // one side of a message (submit_point_to_point).
+  std::shared_ptr<WorkState> submit(const Call& call);
   // Send or receive of `count` elements to/from `peer` as a one-op Program on
   // the same engine (kind is OpKind::send or OpKind::recv;
   // schedule/program.h: point_to_point_program).
@@ -128,7 +118,9 @@ class CommunicatorImpl {
   }
 
  private:
-  void validate(const CallDescriptor& call) const;
+  // Picks the algorithm, builds (or reuses) the program, starts it.
+  std::shared_ptr<WorkState> submit_collective(const Call& call);
+  void validate(const Call& call) const;
   // What runs a call: its algorithm and prepared Program.
   struct Plan {
     const Algorithm* algorithm = nullptr;
@@ -177,7 +169,7 @@ class CommunicatorImpl {
   // compare it before reading), the staging window grown where the Program
   // needs more, and the places its peers read. The exchanges this takes are
   // part of the call: they carry its stamp and end at its deadline.
-  void prepare_one_sided(const CallDescriptor& call, const CollectiveSpec& spec,
+  void prepare_one_sided(const Call& call, const CollectiveSpec& spec,
                          const PreparedProgram& program, const CallStamp& stamp,
                          Deadline deadline);
   // An allgather of one WindowRecord per rank (how the ranks of a window

@@ -5,15 +5,15 @@
 namespace chorus {
 
 CallStamp collective_stamp(uint32_t seq, Collective collective, uint8_t algorithm, DataType type,
-                           bool reduces, ReduceOp op, uint64_t count, int root) {
+                           ReduceOp op, uint64_t count, int root) {
   CallStamp s;
   s.count = count;
   s.seq = seq;
-  s.root = collective == Collective::broadcast || collective == Collective::reduce ? root : 0;
+  s.root = rooted(collective) ? root : 0;
   s.kind = static_cast<uint8_t>(static_cast<int>(collective) + 1);
   s.algorithm = algorithm;
   s.type = static_cast<uint8_t>(type);
-  s.op = reduces ? static_cast<uint8_t>(op) : 0;
+  s.op = reduces(collective) ? static_cast<uint8_t>(op) : 0;
   return s;
 }
 
@@ -37,18 +37,15 @@ std::string describe(const CallStamp& s, std::string_view algorithm) {
     return str_cat("point-to-point(", type_name, ", count ", s.count, ", tag ", s.root, ")");
   if (s.kind > kCollectiveCount) return str_cat("an unknown call (kind ", int{s.kind}, ")");
   const auto collective = static_cast<Collective>(s.kind - 1);
-  const bool reduces = collective == Collective::allreduce ||
-                       collective == Collective::reduce_scatter || collective == Collective::reduce;
-  const bool rooted = collective == Collective::broadcast || collective == Collective::reduce;
   std::string out = str_cat(to_string(collective), "(");
   if (!algorithm.empty()) out += str_cat(algorithm, ", ");
   out += type_name;
-  if (reduces) {
+  if (reduces(collective)) {
     const auto op = static_cast<ReduceOp>(s.op);
     out += is_valid(op) ? str_cat(" ", to_string(op)) : str_cat(" op #", int{s.op});
   }
-  if (collective != Collective::barrier) out += str_cat(", count ", s.count);
-  if (rooted) out += str_cat(", root ", s.root);
+  if (has_data(collective)) out += str_cat(", count ", s.count);
+  if (rooted(collective)) out += str_cat(", root ", s.root);
   return out + ")";
 }
 

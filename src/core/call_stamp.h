@@ -51,10 +51,10 @@ struct CallStamp {
 };
 static_assert(sizeof(CallStamp) == 24 && std::is_trivially_copyable_v<CallStamp>);
 
-// The stamp of collective call `seq`; `reduces` says whether `op` is part of
-// the call (allreduce, reduce_scatter, reduce).
+// The stamp of collective call `seq`; `op` is part of it where the collective
+// reduces, `root` where it is rooted.
 CallStamp collective_stamp(uint32_t seq, Collective collective, uint8_t algorithm, DataType type,
-                           bool reduces, ReduceOp op, uint64_t count, int root);
+                           ReduceOp op, uint64_t count, int root);
 // The stamp of point-to-point message `seq` on its ordered pair.
 CallStamp point_to_point_stamp(uint32_t seq, DataType type, uint64_t count, int tag);
 

@@ -33,7 +33,7 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
 }
 
 double call_overhead(Communicator& comm, const TuningTable& table, const std::vector<int>& host_of) {
-  const std::string cls = link_class_of(comm.impl().transport().name());
+  const std::string cls = link_class_of(detail::impl_of(comm).transport().name());
   if (comm.size() == 1 || !table.links.count(cls)) return 0;
   PerfOptions tiny;
   tiny.collectives = {Collective::allreduce};
@@ -55,7 +55,7 @@ double call_overhead(Communicator& comm, const TuningTable& table, const std::ve
     const Algorithm* algo = find_algorithm(Collective::allreduce, name);
     if (algo == nullptr) continue;
     const CollectiveSpec spec{Collective::allreduce, comm.size(), 0, 2, 4, 0,
-                              comm.impl().config().segment_bytes};
+                              detail::impl_of(comm).config().segment_bytes};
     const double pred = sim.time(*algo, spec, DataType::float32, ReduceOp::sum);
     excess.push_back(t[t.size() / 2] * 1e-6 - pred);
   }
@@ -65,15 +65,15 @@ double call_overhead(Communicator& comm, const TuningTable& table, const std::ve
 }
 
 TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
-  Transport& transport = comm.impl().transport();
+  Transport& transport = detail::impl_of(comm).transport();
   // The machine model first, with the transport quiet. Over shared memory
   // its link carries flag_alpha, which the file keeps (flag_alpha_s), and
   // which the call overhead's predictions below already use.
   ModelCalibrationOptions thorough = ModelCalibrationOptions::thorough();
   thorough.host_identity =
-      comm.impl().config().host_id.empty() ? host_identity() : comm.impl().config().host_id;
+      detail::impl_of(comm).config().host_id.empty() ? host_identity() : detail::impl_of(comm).config().host_id;
   const ModelCalibration model =
-      calibrate_model(transport, deadline_after(comm.impl().config().timeout), thorough);
+      calibrate_model(transport, deadline_after(detail::impl_of(comm).config().timeout), thorough);
   const std::string cls = link_class_of(transport.name());
   TuningTable table = model.table;
   table.links[cls].call_overhead = call_overhead(comm, table, model.host_of);

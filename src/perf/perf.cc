@@ -23,12 +23,6 @@
 namespace chorus::perf {
 namespace {
 
-bool reduces(Collective c) {
-  return c == Collective::allreduce || c == Collective::reduce_scatter || c == Collective::reduce;
-}
-bool rooted(Collective c) {
-  return c == Collective::broadcast || c == Collective::reduce;
-}
 [[noreturn]] void bad(const std::string& flag, const std::string& value, const std::string& why) {
   fail(ErrorCode::invalid_argument, "chorus-perf: ", flag, " '", value, "': ", why,
        " (see chorus-perf --help)");
@@ -102,8 +96,8 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
         for (ReduceOp op : ops) {
           const int root = rooted(c) ? o.root : 0;
           CollectiveSpec spec{
-              c, n, comm.rank(), api_count, es, root, comm.impl().config().segment_bytes};
-          spec.windows = comm.impl().transport().shares_memory();
+              c, n, comm.rank(), api_count, es, root, detail::impl_of(comm).config().segment_bytes};
+          spec.windows = detail::impl_of(comm).transport().shares_memory();
           spec.window_buffers = o.buffers == "window";
           auto add = [&](std::string call, std::string shown) {
             rows.push_back({c, api_count * unit, api_count, t, op, root, std::move(call),
@@ -111,7 +105,7 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
           };
           for (const std::string& a : o.algorithms) {
             if (a == "auto") {
-              add("", std::string(comm.impl().choose(spec, CallOptions{}).name));
+              add("", std::string(detail::impl_of(comm).choose(spec, CallOptions{}).name));
             } else if (a == "all") {
               for (const Algorithm* algo : algorithms_for(c))
                 if (supports(*algo, spec)) add(std::string(algo->name), std::string(algo->name));
@@ -150,37 +144,14 @@ double model_predicted_us(const RowPlan& p, int n, size_t segment_bytes, const M
   return model.time(*algo, row_spec(p, n, segment_bytes), p.type, p.op) * 1e6;
 }
 
-// Issues one call of a row on the given buffers.
-void issue(Communicator& comm, const RowPlan& p, const void* send, void* recv,
-           const CallOptions& opts) {
-  switch (p.collective) {
-    case Collective::allreduce:
-      comm.allreduce(send, recv, p.api_count, p.type, p.op, opts);
-      return;
-    case Collective::allgather:
-      comm.allgather(send, recv, p.api_count, p.type, opts);
-      return;
-    case Collective::reduce_scatter:
-      comm.reduce_scatter(send, recv, p.api_count, p.type, p.op, opts);
-      return;
-    case Collective::broadcast:
-      comm.broadcast(send, recv, p.api_count, p.type, p.root, opts);
-      return;
-    case Collective::reduce:
-      comm.reduce(send, recv, p.api_count, p.type, p.op, p.root, opts);
-      return;
-    case Collective::alltoall:
-      comm.alltoall(send, recv, p.api_count, p.type, opts);
-      return;
-    case Collective::barrier:
-      comm.barrier(opts);
-      return;
-  }
+// One call of a row on the given buffers.
+Call row_call(const RowPlan& p, const void* send, void* recv, const CallOptions& opts) {
+  return {Call::Kind::collective, p.collective, send, recv, p.api_count, p.type, p.op, p.root,
+          -1, opts};
 }
 
 // Where input and output live for one placement: out of place they are the
-// two buffers; in place the input is a window of the output (or, for
-// reduce_scatter, the output a window of the input), as the API defines it.
+// two buffers; in place as the collective's in-place form says (collective.h).
 struct Placement {
   const void* send;
   void* recv;
@@ -190,16 +161,13 @@ std::optional<Placement> place(const RowPlan& p, int rank, bool in_place, std::b
                                std::byte* r) {
   if (!in_place) return Placement{s, r, s};
   const size_t off = static_cast<size_t>(rank) * p.api_count * dtype_size(p.type);
-  switch (p.collective) {
-    case Collective::allgather:
-      return Placement{r + off, r, r + off};
-    case Collective::reduce_scatter:
-      return Placement{r, r + off, r};
-    case Collective::alltoall:
-      return std::nullopt;  // no in-place form
-    default:
-      return Placement{r, r, r};
+  switch (traits(p.collective).in_place) {
+    case InPlace::same: return Placement{r, r, r};
+    case InPlace::send_in_recv: return Placement{r + off, r, r + off};
+    case InPlace::recv_in_send: return Placement{r, r + off, r};
+    case InPlace::none: break;
   }
+  return std::nullopt;
 }
 
 // -n, or with --min-time as many iterations as a probe of a few calls says
@@ -211,7 +179,8 @@ int timed_iterations(Communicator& comm, const PerfOptions& o, const RowPlan& p,
   constexpr int kProbeCalls = 3;
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kProbeCalls; ++i) issue(comm, p, send, recv, opts);
+  const Call call = row_call(p, send, recv, opts);
+  for (int i = 0; i < kProbeCalls; ++i) comm.submit(call).wait();
   double per_call = Seconds(std::chrono::steady_clock::now() - t0).count() / kProbeCalls;
   comm.allreduce(&per_call, &per_call, 1, DataType::float64, ReduceOp::max);
   return iterations_for(o.min_time, per_call, o.iters);
@@ -231,19 +200,19 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
       buffer_counts({p.collective, n, comm.rank(), p.api_count, dtype_size(p.type), p.root});
   fill_input(cc, pl->input);
 
-  for (int i = 0; i < o.warmup; ++i) issue(comm, p, pl->send, pl->recv, opts);
+  const Call call = row_call(p, pl->send, pl->recv, opts);
+  for (int i = 0; i < o.warmup; ++i) comm.submit(call).wait();
   const int iters = timed_iterations(comm, o, p, pl->send, pl->recv, opts);
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  if (!o.blocking && p.collective == Collective::allreduce) {
+  if (!o.blocking) {
     // Non-blocking launch: every call in flight before the first wait.
     std::vector<Work> works;
     works.reserve(static_cast<size_t>(iters));
-    for (int i = 0; i < iters; ++i)
-      works.push_back(comm.allreduce_async(pl->send, pl->recv, p.api_count, p.type, p.op, opts));
+    for (int i = 0; i < iters; ++i) works.push_back(comm.submit(call));
     for (Work& w : works) w.wait();
   } else {
-    for (int i = 0; i < iters; ++i) issue(comm, p, pl->send, pl->recv, opts);
+    for (int i = 0; i < iters; ++i) comm.submit(call).wait();
   }
   double secs = Seconds(std::chrono::steady_clock::now() - t0).count() / iters;
   // The row's time is the slowest rank's.
@@ -255,15 +224,15 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
 
   if (o.check) {
     // A fresh call on fresh inputs with a poisoned output.
+    // In place the output is (reduce_scatter: inside) the input: no poison.
+    const InPlace form = traits(p.collective).in_place;
     const bool output_is_input =
-        in_place &&
-        (p.collective == Collective::allreduce || p.collective == Collective::broadcast ||
-         p.collective == Collective::reduce || p.collective == Collective::reduce_scatter);
+        in_place && (form == InPlace::same || form == InPlace::recv_in_send);
     if (!output_is_input) poison(p.type, pl->recv, counts.output);
     fill_input(cc, pl->input);
-    issue(comm, p, pl->send, pl->recv, opts);
+    comm.submit(call).wait();
     if (o.corrupt_one && comm.rank() == n - 1 && counts.output > 0 &&
-        (p.collective != Collective::reduce || comm.rank() == p.root)) {
+        uses_output(p.collective, comm.rank(), p.root)) {
       auto* first = static_cast<std::byte*>(pl->recv);
       first[0] = ~first[0];
     }
@@ -299,8 +268,8 @@ double busbw_factor(Collective c, int nranks) {
 }
 
 LinkEstimate measure_link(Communicator& comm) {
-  Transport& transport = comm.impl().transport();
-  const LinkParams p = calibrate_link(transport, deadline_after(comm.impl().config().timeout),
+  Transport& transport = detail::impl_of(comm).transport();
+  const LinkParams p = calibrate_link(transport, deadline_after(detail::impl_of(comm).config().timeout),
                                       CalibrationOptions::thorough());
   return {p.alpha, p.beta};
 }
@@ -349,11 +318,11 @@ std::string to_json(const PerfOptions& o, const PerfReport& rep) {
 PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& hooks) {
   PerfReport rep;
   rep.nranks = comm.size();
-  rep.transport = std::string(comm.impl().transport().name());
+  rep.transport = std::string(detail::impl_of(comm).transport().name());
   const bool rank0 = comm.rank() == 0;
   const std::vector<RowPlan> plan = plan_rows(comm, o);
   rep.link = measure_link(comm);
-  const Tuner* tuner = comm.impl().selector().tuner();
+  const Tuner* tuner = detail::impl_of(comm).selector().tuner();
   const MachineSim* model = tuner && tuner->model() && tuner->model()->fitted() ? tuner->model()
                                                                                  : nullptr;
   rep.fitted = model != nullptr;
@@ -367,7 +336,7 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
   std::byte* send_base = nullptr;
   std::byte* recv_base = nullptr;
   if (o.buffers == "window") {
-    if (!comm.impl().transport().shares_memory())
+    if (!detail::impl_of(comm).transport().shares_memory())
       fail(ErrorCode::invalid_argument, "chorus-perf: --buffers window needs ranks that share "
            "memory (shm or inproc), not ", rep.transport);
     win_send = comm.window(o.max_bytes);
@@ -421,8 +390,8 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     if (rank0) {
       row.predicted_us =
           model != nullptr
-              ? model_predicted_us(p, rep.nranks, comm.impl().config().segment_bytes, *model)
-              : predicted_us(p, rep.nranks, comm.impl().config().segment_bytes, rep.link);
+              ? model_predicted_us(p, rep.nranks, detail::impl_of(comm).config().segment_bytes, *model)
+              : predicted_us(p, rep.nranks, detail::impl_of(comm).config().segment_bytes, rep.link);
       row.err_pct = best > 0 ? 100.0 * (best - row.predicted_us) / best : std::nan("");
     }
     if (rank0 && hooks.row) hooks.row(row);

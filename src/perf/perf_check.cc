@@ -12,10 +12,6 @@
 namespace chorus::perf {
 namespace {
 
-bool reduces(Collective c) {
-  return c == Collective::allreduce || c == Collective::reduce_scatter || c == Collective::reduce;
-}
-
 bool is_integer(DataType t) {
   return t != DataType::float16 && t != DataType::bfloat16 && t != DataType::float32 &&
          t != DataType::float64;
@@ -242,7 +238,7 @@ template <DataType T>
 std::vector<std::byte> expected_typed(const CheckCase& c) {
   using E = typename Elem<T>::type;
   std::vector<std::byte> out;
-  if (c.collective == Collective::reduce && c.rank != c.root) return out;
+  if (!uses_output(c.collective, c.rank, c.root)) return out;
   CollectiveSpec spec{c.collective, c.nranks, c.rank, c.count, sizeof(E), c.root};
   out.resize(buffer_counts(spec).output * sizeof(E));
   for_each_expected<T>(c, [&](size_t at, E want) {

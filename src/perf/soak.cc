@@ -79,16 +79,12 @@ Collective collective_of(SoakKind k) {
   return Collective::barrier;
 }
 
-bool reduces(SoakKind k) {
-  return k == SoakKind::allreduce || k == SoakKind::reduce_scatter || k == SoakKind::reduce;
-}
-bool rooted(SoakKind k) {
-  return k == SoakKind::broadcast || k == SoakKind::reduce;
-}
+// What collective.h says of the kind's collective (send_recv and barrier:
+// neither reduces nor has a root).
+bool reduces(SoakKind k) { return chorus::reduces(collective_of(k)); }
+bool rooted(SoakKind k) { return chorus::rooted(collective_of(k)); }
 // The API counts these per rank block: a call's largest buffer is N blocks.
-bool blocked(SoakKind k) {
-  return k == SoakKind::allgather || k == SoakKind::reduce_scatter || k == SoakKind::alltoall;
-}
+bool blocked(SoakKind k) { return per_rank_blocks(collective_of(k)); }
 
 // A count in [0, max_count]: 0 and 1 a tenth of the time each, a count near
 // N or 2N a tenth, a prime a fifth, else log-uniform (every power of two
@@ -194,7 +190,7 @@ class Soaker {
       : comm_(comm), o_(options), rank_(comm.rank()), n_(comm.size()) {
     report_.nranks = n_;
     report_.rank = rank_;
-    report_.transport = std::string(comm.impl().transport().name());
+    report_.transport = std::string(detail::impl_of(comm).transport().name());
     report_.options = o_;
     corrupt_ = o_.corrupt_one && rank_ == n_ - 1;
   }
@@ -202,7 +198,7 @@ class Soaker {
   SoakReport run(const SoakHooks& hooks) {
     if (rank_ == 0 && hooks.start) hooks.start(report_);
     const auto start = std::chrono::steady_clock::now();
-    const size_t segment = comm_.impl().config().segment_bytes;
+    const size_t segment = detail::impl_of(comm_).config().segment_bytes;
     try {
       for (size_t k = 0; k < o_.calls; ++k) {
         if (o_.time_limit.count() > 0 && k > 0 && k % kTimeCheckEvery == 0 && time_up(start)) {
@@ -304,15 +300,17 @@ class Soaker {
     const SoakCall& call = is.call;
     CallOptions opts;
     opts.algorithm = call.algorithm;
+    const Collective coll = collective_of(call.kind);
+    Call api{Call::Kind::collective, coll, nullptr, nullptr, call.count, call.type, call.op,
+             call.root, -1, opts};
     if (call.kind == SoakKind::barrier) {
-      comm_.barrier(opts);
+      issue(is, api);
       return;
     }
-    const Collective coll = collective_of(call.kind);
     const size_t es = dtype_size(call.type);
     const CheckCase cc{coll, call.type, call.op, n_, rank_, call.count, call.root};
     const BufferCounts bc = buffer_counts({coll, n_, rank_, call.count, es, call.root});
-    const bool gets_output = coll != Collective::reduce || rank_ == call.root;
+    const bool gets_output = uses_output(coll, rank_, call.root);
     const void* send = nullptr;
     void* recv = nullptr;
     if (!call.in_place) {
@@ -366,32 +364,17 @@ class Soaker {
         }
       }
     }
-    switch (coll) {
-      case Collective::allreduce:
-        if (call.async)
-          is.works.push_back(
-              comm_.allreduce_async(send, recv, call.count, call.type, call.op, opts));
-        else
-          comm_.allreduce(send, recv, call.count, call.type, call.op, opts);
-        return;
-      case Collective::allgather:
-        comm_.allgather(send, recv, call.count, call.type, opts);
-        return;
-      case Collective::reduce_scatter:
-        comm_.reduce_scatter(send, recv, call.count, call.type, call.op, opts);
-        return;
-      case Collective::broadcast:
-        comm_.broadcast(send, recv, call.count, call.type, call.root, opts);
-        return;
-      case Collective::reduce:
-        comm_.reduce(send, recv, call.count, call.type, call.op, call.root, opts);
-        return;
-      case Collective::alltoall:
-        comm_.alltoall(send, recv, call.count, call.type, opts);
-        return;
-      case Collective::barrier:
-        return;
-    }
+    api.send = send;
+    api.recv = recv;
+    issue(is, api);
+  }
+
+  // Submits one call: left outstanding when the soak drew it asynchronous.
+  void issue(Issued& is, const Call& api) {
+    if (is.call.async)
+      is.works.push_back(comm_.submit(api));
+    else
+      comm_.submit(api).wait();
   }
 
   // This rank's sends and receives of the batch, in batch order: with
@@ -408,17 +391,11 @@ class Soaker {
       if (m.from == rank_) {
         fill_input(mc, buf);
         expect_unchanged(is, buf, m.count, m.type, str_cat("send buffer of message ", j));
-        if (call.async)
-          is.works.push_back(comm_.isend(buf, m.count, m.type, m.to));
-        else
-          comm_.send(buf, m.count, m.type, m.to);
+        issue(is, Call::send_to(buf, m.count, m.type, m.to));
       } else {
         poison(m.type, buf, m.count);
         expect_exact(is, buf, m.count, mc, str_cat("message ", j));
-        if (call.async)
-          is.works.push_back(comm_.irecv(buf, m.count, m.type, m.from));
-        else
-          comm_.recv(buf, m.count, m.type, m.from);
+        issue(is, Call::recv_from(buf, m.count, m.type, m.from));
       }
     }
   }
@@ -554,10 +531,9 @@ SoakCall soak_call(uint64_t seed, size_t index, int nranks, size_t max_bytes,
   if (c.kind != SoakKind::barrier) {
     es = dtype_size(c.type);
     c.count = pick_count(rng, max_bytes / (es * (blocked(c.kind) ? n : 1)), nranks);
-    // AllToAll has no in-place form.
-    c.in_place = c.kind != SoakKind::alltoall && rng.one_in(2);
-    c.async = c.kind == SoakKind::allreduce && rng.one_in(3);
+    c.in_place = traits(coll).in_place != InPlace::none && rng.one_in(2);
   }
+  c.async = rng.one_in(3);
   const CollectiveSpec spec{
       coll, nranks, 0, c.count, es, c.root, segment_bytes, c.op == ReduceOp::avg};
   c.algorithm = pick_algorithm(rng, spec);

@@ -85,7 +85,7 @@ struct SoakCall {
   int root = 0;
   std::string algorithm;  // "" lets chorus choose
   bool in_place = false;
-  bool async = false;                 // allreduce_async, or isend/irecv
+  bool async = false;                 // submitted and left outstanding (Work)
   std::vector<SoakMessage> messages;  // send_recv: in the order every rank issues them
   // Outstanding asynchronous calls above this many are waited for after
   // this call (in the order of `wait_order`'s draws).

@@ -12,10 +12,7 @@ namespace chorus {
 size_t sweep_count(Collective collective, int ranks, size_t size, size_t elem_size) {
   // A size is the model's M: for allgather, reduce_scatter and alltoall the
   // whole N-block buffer, so the count per block is M / (N es).
-  const bool per_block = collective == Collective::allgather ||
-                         collective == Collective::reduce_scatter ||
-                         collective == Collective::alltoall;
-  return size / elem_size / (per_block ? static_cast<size_t>(ranks) : 1);
+  return size / elem_size / (per_rank_blocks(collective) ? static_cast<size_t>(ranks) : 1);
 }
 
 SimOptions sweep_options(const SimSweepSpec& spec) {

@@ -148,13 +148,6 @@ constexpr int kGridRanks[] = {2};
 constexpr int kGridRanks[] = {2, 4};
 #endif
 
-bool rooted(Collective c) {
-  return c == Collective::broadcast || c == Collective::reduce;
-}
-bool reduces(Collective c) {
-  return c == Collective::allreduce || c == Collective::reduce_scatter || c == Collective::reduce;
-}
-
 struct Cell {
   const Algorithm* algo;
   Link link;
@@ -338,8 +331,8 @@ std::string run_call(Communicator& comm, const CallSpec& c, const Buffers& b) {
   CallOptions o;
   o.algorithm = c.algorithm;
   o.timeout = c.timeout;
-  if (c.collective == Collective::barrier) {
-    comm.barrier(o);
+  if (!has_data(c.collective)) {
+    comm.submit(Call::barrier(o)).wait();
     return {};
   }
   const perf::CheckCase check{c.collective, c.type,  c.op,  comm.size(),
@@ -347,28 +340,9 @@ std::string run_call(Communicator& comm, const CallSpec& c, const Buffers& b) {
   const BufferCounts counts = buffer_counts(spec_of(c, comm.size(), comm.rank(), Link::tcp));
   perf::fill_input(check, b.in);
   perf::poison(c.type, b.out, counts.output);
-  switch (c.collective) {
-    case Collective::allreduce:
-      comm.allreduce(b.in, b.out, c.count, c.type, c.op, o);
-      break;
-    case Collective::allgather:
-      comm.allgather(b.in, b.out, c.count, c.type, o);
-      break;
-    case Collective::reduce_scatter:
-      comm.reduce_scatter(b.in, b.out, c.count, c.type, c.op, o);
-      break;
-    case Collective::broadcast:
-      comm.broadcast(b.in, b.out, c.count, c.type, c.root, o);
-      break;
-    case Collective::reduce:
-      comm.reduce(b.in, b.out, c.count, c.type, c.op, c.root, o);
-      break;
-    case Collective::alltoall:
-      comm.alltoall(b.in, b.out, c.count, c.type, o);
-      break;
-    case Collective::barrier:
-      break;
-  }
+  comm.submit({Call::Kind::collective, c.collective, b.in, b.out, c.count, c.type, c.op, c.root,
+               -1, o})
+      .wait();
   const size_t wrong = perf::count_wrong(check, b.out);
   if (wrong == 0) return {};
   return str_cat(wrong, " of ", counts.output, " output elements wrong");

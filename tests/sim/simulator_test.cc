@@ -260,9 +260,7 @@ struct Params {
 // Element counts that split evenly for every algorithm at N ranks (blocks of
 // N, and of the power-of-two core for the halving algorithms).
 std::vector<size_t> even_counts(Collective c, int n) {
-  const bool per_block =
-      c == Collective::allgather || c == Collective::reduce_scatter || c == Collective::alltoall;
-  const size_t unit = per_block ? 64 : static_cast<size_t>(n) * 64;
+  const size_t unit = per_rank_blocks(c) ? 64 : static_cast<size_t>(n) * 64;
   return {unit, unit * 5, unit * 1024};
 }
 

@@ -13,10 +13,6 @@ namespace chorus::test {
 
 namespace {
 
-bool reduces(Collective c) {
-  return c == Collective::allreduce || c == Collective::reduce_scatter || c == Collective::reduce;
-}
-
 perf::CheckCase check_case(Collective c, DataType t, ReduceOp op, int nranks, int rank,
                            size_t count, int root) {
   return {c, t, op, nranks, rank, count, root};
@@ -65,7 +61,7 @@ bool needs_windows(const Algorithm& algorithm) {
 
 CollectiveSpec case_spec(const Communicator& comm, const GridCase& c) {
   CollectiveSpec spec{c.collective, comm.size(), comm.rank(), c.count, dtype_size(c.type), c.root};
-  spec.windows = comm.impl().transport().shares_memory();
+  spec.windows = detail::impl_of(comm).transport().shares_memory();
   return spec;
 }
 
@@ -91,113 +87,81 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
   const int n = comm.size();
   const int r = comm.rank();
   const size_t es = dtype_size(c.type);
-  const auto nn = static_cast<size_t>(n);
-  CallOptions opts;
-  opts.algorithm = algorithm;
+  const CollectiveTraits& traits_of = traits(c.collective);
   const perf::CheckCase cc = check_case(c.collective, c.type, c.op, n, r, c.count, c.root);
   std::vector<std::byte> input = make_input(cc);
   std::shared_ptr<const std::vector<std::byte>> expect_ptr =
       cache ? cache->get(c.collective, c.type, c.op, n, r, c.count, c.root)
             : std::make_shared<const std::vector<std::byte>>(perf::expected_output(cc));
   const std::vector<std::byte>& expect = *expect_ptr;
+  if (!has_data(c.collective))
+    fail(ErrorCode::internal, "grid: no data to check in ", to_string(c.collective));
+  if (c.window && traits_of.in_place != InPlace::same && traits_of.in_place != InPlace::send_in_recv)
+    fail(ErrorCode::internal, "grid: window buffers only where send lies in recv in place");
+  const size_t out_bytes = buffer_counts(case_spec(comm, c)).output * es;
+  const size_t block = static_cast<size_t>(r) * c.count * es;  // this rank's block, in bytes
   // Output buffers start as poison so that an unwritten element shows.
-  std::vector<std::byte> result;
-  if (c.window && c.collective != Collective::allreduce && c.collective != Collective::allgather)
-    fail(ErrorCode::internal, "grid: window buffers only for allreduce and allgather cases");
-  switch (c.collective) {
-    case Collective::allreduce:
-    case Collective::broadcast:
-    case Collective::reduce: {
-      std::vector<std::byte> out = poisoned(c.type, c.count);
-      if (c.in_place) out = input;
-      if (c.window) {
-        // The same calls on every rank: windows are collective.
-        const size_t bytes = c.count * es;
-        Window win_out = comm.window(bytes);
-        Window win_in = c.in_place ? win_out : comm.window(bytes);
-        if (bytes > 0) {
-          std::memcpy(win_out.data(), out.data(), bytes);
-          if (!c.in_place) std::memcpy(win_in.data(), input.data(), bytes);
-        }
-        comm.allreduce(win_in.data(), win_out.data(), c.count, c.type, c.op, opts);
-        if (bytes > 0) std::memcpy(out.data(), win_out.data(), bytes);
-        result = std::move(out);
+  std::vector<std::byte> out = poisoned(c.type, out_bytes / es);
+  std::vector<std::byte> aliased;  // the one buffer of an in-place call that writes into send
+  Call call{Call::Kind::collective, c.collective, input.data(), out.data(), c.count, c.type,
+            c.op, c.root, -1, {}};
+  call.options.algorithm = algorithm;
+  // In place as the collective's in-place form says (collective.h).
+  if (c.in_place) switch (traits_of.in_place) {
+      case InPlace::same:
+        out = input;
+        call.send = call.recv = out.data();
         break;
-      }
-      const void* send = c.in_place ? out.data() : input.data();
-      if (c.collective == Collective::allreduce)
-        comm.allreduce(send, out.data(), c.count, c.type, c.op, opts);
-      else if (c.collective == Collective::broadcast)
-        comm.broadcast(send, out.data(), c.count, c.type, c.root, opts);
-      else
-        comm.reduce(send, out.data(), c.count, c.type, c.op, c.root, opts);
-      if (c.collective == Collective::reduce && r != c.root) return "";
-      result = std::move(out);
-      break;
-    }
-    case Collective::allgather: {
-      std::vector<std::byte> out = poisoned(c.type, c.count * nn);
-      if (c.window) {
-        // The same calls on every rank: windows are collective. In place
-        // the input is this rank's block of the output window.
-        const size_t block = c.count * es;
-        Window win_out = comm.window(block * nn);
-        Window win_in = c.in_place ? Window() : comm.window(block);
-        auto* base = static_cast<std::byte*>(win_out.data());
-        std::byte* send = c.in_place ? base + static_cast<size_t>(r) * block
-                                     : static_cast<std::byte*>(win_in.data());
-        if (block > 0) {
-          std::memcpy(base, out.data(), block * nn);
-          std::memcpy(send, input.data(), block);
-        }
-        comm.allgather(send, base, c.count, c.type, opts);
-        if (block > 0) std::memcpy(out.data(), base, block * nn);
-        result = std::move(out);
+      case InPlace::send_in_recv:
+        std::copy(input.begin(), input.end(), out.begin() + static_cast<long>(block));
+        call.send = out.data() + block;
         break;
-      }
-      const void* send = input.data();
-      if (c.in_place) {
-        std::copy(input.begin(), input.end(), out.begin() + static_cast<long>(static_cast<size_t>(r) * c.count * es));
-        send = out.data() + static_cast<size_t>(r) * c.count * es;
-      }
-      comm.allgather(send, out.data(), c.count, c.type, opts);
-      result = std::move(out);
-      break;
-    }
-    case Collective::reduce_scatter: {
-      if (c.in_place) {
-        std::vector<std::byte> buf = input;
-        std::byte* recv = buf.data() + static_cast<size_t>(r) * c.count * es;
-        comm.reduce_scatter(buf.data(), recv, c.count, c.type, c.op, opts);
-        result.assign(recv, recv + c.count * es);
-      } else {
-        std::vector<std::byte> out = poisoned(c.type, c.count);
-        comm.reduce_scatter(input.data(), out.data(), c.count, c.type, c.op, opts);
-        result = std::move(out);
-      }
-      break;
-    }
-    case Collective::alltoall: {
-      std::vector<std::byte> out = poisoned(c.type, c.count * nn);
-      if (c.in_place) {
-        // AllToAll has no in-place form: an aliased call must be refused
-        // before any byte moves (a count of 0 moves nothing and is accepted).
-        std::vector<std::byte> buf = input;
+      case InPlace::recv_in_send:
+        aliased = input;
+        call.send = aliased.data();
+        call.recv = aliased.data() + block;
+        break;
+      case InPlace::none: {
+        // No in-place form: an aliased call must be refused before any byte
+        // moves (a count of 0 moves nothing and is accepted).
+        aliased = input;
+        call.send = call.recv = aliased.data();
         try {
-          comm.alltoall(buf.data(), buf.data(), c.count, c.type, opts);
+          comm.submit(call).wait();
         } catch (const Error& e) {
-          if (e.code() == ErrorCode::invalid_argument && c.count > 0 && buf == input) return "";
+          if (e.code() == ErrorCode::invalid_argument && c.count > 0 && aliased == input) return "";
           return str_cat("rank ", r, " ", c.describe(), ": unexpected error: ", e.what());
         }
         if (c.count == 0) return "";
-        return str_cat("rank ", r, " ", c.describe(), ": aliased alltoall was accepted");
+        return str_cat("rank ", r, " ", c.describe(), ": aliased ", to_string(c.collective),
+                       " was accepted");
       }
-      comm.alltoall(input.data(), out.data(), c.count, c.type, opts);
-      result = std::move(out);
-      break;
     }
-    default: fail(ErrorCode::internal, "grid: unsupported collective ", to_string(c.collective));
+  if (c.window) {
+    // The same windows on every rank (windows are collective), arranged as
+    // the ordinary buffers are: in place, send lies at the same offset
+    // inside the recv window.
+    Window win_out = comm.window(out_bytes);
+    Window win_in = c.in_place ? Window() : comm.window(input.size());
+    auto* base = static_cast<std::byte*>(win_out.data());
+    if (out_bytes > 0) std::memcpy(base, out.data(), out_bytes);
+    if (c.in_place) {
+      call.send = base + (static_cast<const std::byte*>(call.send) - out.data());
+    } else {
+      if (!input.empty()) std::memcpy(win_in.data(), input.data(), input.size());
+      call.send = win_in.data();
+    }
+    call.recv = base;
+    comm.submit(call).wait();
+    if (out_bytes > 0) std::memcpy(out.data(), base, out_bytes);
+  } else {
+    comm.submit(call).wait();
   }
+  if (!uses_output(c.collective, r, c.root)) return "";  // reduce's recv off the root
+  std::vector<std::byte> result = std::move(out);
+  if (c.in_place && traits_of.in_place == InPlace::recv_in_send)
+    result.assign(aliased.begin() + static_cast<long>(block),
+                  aliased.begin() + static_cast<long>(block + c.count * es));
   if (result == expect) return "";
   size_t first = 0;
   while (first + 1 < result.size() && result[first] == expect[first]) ++first;
@@ -212,7 +176,7 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large) {
   if (n >= 2) counts.insert(counts.begin() + 2, n - 1);
   const bool reducing = reduces(c);
   std::vector<int> roots{0};
-  if (c == Collective::broadcast || c == Collective::reduce) {
+  if (rooted(c)) {
     if (nranks > 1) roots.push_back(nranks - 1);
     if (nranks > 2) roots.push_back(nranks / 2);
   }
@@ -230,9 +194,7 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large) {
                                                    {DataType::bfloat16, ReduceOp::avg}};
     // allgather and reduce_scatter count per rank block: keep the whole
     // vector near kLarge elements so that the grid stays quick at N = 16.
-    const bool blocked = c == Collective::allgather || c == Collective::reduce_scatter ||
-                         c == Collective::alltoall;
-    const size_t large = blocked ? std::max<size_t>(1, kLarge / n) : kLarge;
+    const size_t large = per_rank_blocks(c) ? std::max<size_t>(1, kLarge / n) : kLarge;
     for (auto [t, o] : slice)
       for (bool in_place : {false, true})
         out.push_back({c, large, t, reducing ? o : ReduceOp::sum, roots.back(), in_place});
@@ -259,7 +221,7 @@ size_t run_every_algorithm(Communicator& comm, bool include_large,
   size_t algos = 0;
   std::vector<std::string> errors;
   for (const Algorithm& a : all_algorithms()) {
-    if (a.collective == Collective::barrier) continue;
+    if (!has_data(a.collective)) continue;
     ++algos;
     std::vector<GridCase> served;
     for (const auto& c : grid_cases(a.collective, n, include_large)) {

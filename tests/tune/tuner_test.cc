@@ -106,22 +106,22 @@ TEST(Tuner, LogsEveryCandidateOncePerSizeClass) {
 
 // A tuner that prefers Bruck (large alpha), installed on in-process ranks.
 void install_bruck_leaning_tuner(Communicator& comm) {
-  comm.impl().set_selector(std::make_unique<Selector>(
-      comm.impl().config(), std::make_unique<Tuner>(comm.size(), CostParams{100e-6, 25e9, 0, 1})));
+  detail::impl_of(comm).set_selector(std::make_unique<Selector>(
+      detail::impl_of(comm).config(), std::make_unique<Tuner>(comm.size(), CostParams{100e-6, 25e9, 0, 1})));
 }
 
 TEST(Tuner, CallOptionOverridesThePickAndUnknownNamesAreErrors) {
   testing::run_ranks(4, [](Communicator& comm) {
     install_bruck_leaning_tuner(comm);
     const CollectiveSpec spec = spec_of(Collective::alltoall, 4, 1, comm.rank());
-    EXPECT_EQ(comm.impl().choose(spec, {}).name, "bruck");
+    EXPECT_EQ(detail::impl_of(comm).choose(spec, {}).name, "bruck");
     CallOptions named;
     named.algorithm = "pairwise";
-    EXPECT_EQ(comm.impl().choose(spec, named).name, "pairwise");
+    EXPECT_EQ(detail::impl_of(comm).choose(spec, named).name, "pairwise");
     CallOptions unknown;
     unknown.algorithm = "no_such_algorithm";
     try {
-      comm.impl().choose(spec, unknown);
+      detail::impl_of(comm).choose(spec, unknown);
       ADD_FAILURE() << "expected an error";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
@@ -142,7 +142,7 @@ TEST(Tuner, EveryRankPicksTheSame) {
     for (int ci = 0; ci < kCollectiveCount; ++ci)
       for (size_t count : {size_t{1}, size_t{4096}, size_t{1} << 18}) {
         const auto c = static_cast<Collective>(ci);
-        mine.emplace_back(comm.impl().choose(spec_of(c, n, count, comm.rank()), {}).name);
+        mine.emplace_back(detail::impl_of(comm).choose(spec_of(c, n, count, comm.rank()), {}).name);
       }
     std::lock_guard lock(mu);
     picks[static_cast<size_t>(comm.rank())] = mine;
@@ -155,10 +155,7 @@ TEST(Tuner, InstalledByDefaultAndCollectivesStillCorrect) {
     std::vector<int32_t> in(3 * 5), out(3 * 5);
     for (size_t i = 0; i < in.size(); ++i) in[i] = comm.rank() * 100 + static_cast<int>(i);
     // No algorithm named: the default tuner picks, and the result is right.
-    CallOptions none;
-    auto work = comm.impl().submit(
-        {Collective::alltoall, in.data(), out.data(), 5, DataType::int32, ReduceOp::sum, 0, &none});
-    comm.impl().wait(*work);
+    comm.submit(Call::alltoall(in.data(), out.data(), 5, DataType::int32)).wait();
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 5; ++k)
         EXPECT_EQ(out[static_cast<size_t>(j * 5 + k)], j * 100 + comm.rank() * 5 + k);
