@@ -10,7 +10,7 @@
 // the algorithm, N, count, rank and op), 2 on bad arguments.
 #include "algorithms/algorithm.h"
 #include "core/check.h"
-#include "algorithms/verify_algorithm.h"
+#include "analysis/verify_algorithm.h"
 #include "verify/verifier.h"
 
 #include <CLI/CLI.hpp>

@@ -7,7 +7,7 @@
 #include "model/units.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
-#include "tune/sim_sweep.h"
+#include "analysis/sim_sweep.h"
 #include "tune/tuning_file.h"
 
 #include <CLI/CLI.hpp>

@@ -6,7 +6,7 @@
 //   VerifyResult r = verify_programs(spec, programs, "ring");
 //   if (!r.ok()) std::cerr << r.error->message;   // names algorithm, N, count, rank, op
 //
-// algorithms/verify_algorithm.h builds a registered algorithm's Programs and
+// analysis/verify_algorithm.h builds a registered algorithm's Programs and
 // verifies them: verify(algorithm, spec).
 //
 // What is checked, in order (the first problem found is returned):

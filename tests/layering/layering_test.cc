@@ -3,13 +3,18 @@
 // docs/DESIGN.md (the lines "layer N: folder ..." of its Layers section) and
 // every #include "..." line under src/, and fails on an include that runs up
 // or sideways (a sideways or upward arrow is what closes a cycle between
-// folders), and on a folder of src/ that the list does not place.
+// folders), and on a folder of src/ that the list does not place. It also
+// checks the split into the runtime library and the developer library: the
+// line "developer library: ..." of the same section names the folders that
+// src/CMakeLists.txt compiles into chorus_dev (CHORUS_DEV_FOLDERS), and no
+// runtime source includes one of them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +36,29 @@ std::map<std::string, int> read_layers() {
     for (std::string f; folders >> f;) layers[f] = std::stoi(m[1].str());
   }
   return layers;
+}
+
+// The folders of the developer library, from docs/DESIGN.md's line
+// "developer library: folder ..." and from src/CMakeLists.txt's
+// set(CHORUS_DEV_FOLDERS ...).
+std::set<std::string> words_after(const fs::path& file, const std::regex& line) {
+  std::ifstream in(file);
+  std::set<std::string> out;
+  for (std::string s; std::getline(in, s);) {
+    std::smatch m;
+    if (!std::regex_match(s, m, line)) continue;
+    std::istringstream words(m[1].str());
+    for (std::string w; words >> w;) out.insert(w);
+  }
+  return out;
+}
+std::set<std::string> design_dev_folders() {
+  return words_after(kRoot / "docs" / "DESIGN.md",
+                     std::regex(R"(^developer library: ([a-z_]+(?: [a-z_]+)*)(?:  .*)?$)"));
+}
+std::set<std::string> cmake_dev_folders() {
+  return words_after(kRoot / "src" / "CMakeLists.txt",
+                     std::regex(R"(^set\(CHORUS_DEV_FOLDERS ([a-z_]+(?: [a-z_]+)*)\)$)"));
 }
 
 std::string names_below(const std::map<std::string, int>& layers, int layer) {
@@ -85,6 +113,41 @@ TEST(Layering, NoIncludeRunsUpOrSideways) {
     }
   }
   EXPECT_GT(checked, 100u) << "found hardly any includes under src/";
+}
+
+TEST(Layering, DeveloperLibraryIsTheOneTheBuildMakes) {
+  const auto layers = read_layers();
+  const auto dev = design_dev_folders();
+  ASSERT_FALSE(dev.empty()) << "docs/DESIGN.md has no line \"developer library: folder ...\"";
+  EXPECT_EQ(dev, cmake_dev_folders())
+      << "docs/DESIGN.md's developer library and src/CMakeLists.txt's CHORUS_DEV_FOLDERS differ";
+  for (const auto& f : dev) EXPECT_TRUE(layers.count(f)) << f << " is on no layer";
+}
+
+TEST(Layering, RuntimeIncludesNoDeveloperFolder) {
+  const auto dev = design_dev_folders();
+  ASSERT_FALSE(dev.empty());
+  const std::regex include(R"(^\s*#\s*include\s*"([a-z_]+)/[^"]*")");
+  size_t runtime_files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kRoot / "src")) {
+    if (!entry.is_regular_file()) continue;
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".h" && ext != ".cc") continue;
+    const fs::path rel = fs::relative(entry.path(), kRoot / "src");
+    if (dev.count(rel.begin()->string())) continue;
+    ++runtime_files;
+    std::ifstream in(entry.path());
+    int number = 0;
+    for (std::string s; std::getline(in, s);) {
+      ++number;
+      std::smatch m;
+      if (std::regex_search(s, m, include) && dev.count(m[1].str()))
+        ADD_FAILURE() << "src/" << rel.string() << ":" << number << " includes " << m[1].str()
+                      << "/, which is in the developer library (chorus_dev, not installed): "
+                         "the runtime library must not need it";
+    }
+  }
+  EXPECT_GT(runtime_files, 50u);
 }
 
 }  // namespace

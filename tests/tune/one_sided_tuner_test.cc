@@ -7,7 +7,7 @@
 
 #include "tune/model_sim.h"
 #include "tune/selector.h"
-#include "tune/sim_sweep.h"
+#include "analysis/sim_sweep.h"
 
 #include <chorus/error.h>
 

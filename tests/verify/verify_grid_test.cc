@@ -16,7 +16,7 @@
 // and only the large ones, which take seconds each, get one test per count
 // (allreduce_Ring_N1000_Count1000003) so that ctest -j spreads them.
 #include "algorithms/algorithm.h"
-#include "algorithms/verify_algorithm.h"
+#include "analysis/verify_algorithm.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>

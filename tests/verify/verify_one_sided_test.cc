@@ -15,7 +15,7 @@
 // call, a wrong remote region, and the flag protocol's other errors.
 #include "algorithms/algorithm.h"
 #include "algorithms/one_sided.h"
-#include "algorithms/verify_algorithm.h"
+#include "analysis/verify_algorithm.h"
 #include "support/program_edit.h"
 #include "verify/verifier.h"
 

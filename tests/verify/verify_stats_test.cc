@@ -4,7 +4,7 @@
 // message takes one unit of time).
 #include "algorithms/algorithm.h"
 #include "schedule/rank_math.h"
-#include "algorithms/verify_algorithm.h"
+#include "analysis/verify_algorithm.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>

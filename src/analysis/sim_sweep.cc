@@ -1,4 +1,4 @@
-#include "tune/sim_sweep.h"
+#include "analysis/sim_sweep.h"
 
 #include "core/check.h"
 #include "model/units.h"

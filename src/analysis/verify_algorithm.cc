@@ -1,5 +1,5 @@
 // verify(algorithm, spec): the registry's builders put through the verifier.
-#include "algorithms/verify_algorithm.h"
+#include "analysis/verify_algorithm.h"
 
 #include "core/check.h"
 
