@@ -13,7 +13,7 @@
 // or a failed rank, 2 on bad arguments.
 #include "bootstrap/affinity.h"
 #include "core/config.h"
-#include "perf/calibrate.h"
+#include "perf/measure_tuning.h"
 #include "perf/perf.h"
 #include "perf_cli.h"
 
@@ -64,7 +64,7 @@ int finish(const perf::PerfOptions& o, const perf::PerfReport& report) {
 // One rank of a multi-process run; rank 0 prints and writes the JSON.
 int run_rank(Communicator comm, const perf::PerfOptions& o) {
   if (!o.calibrate_file.empty()) {
-    const TuningTable table = perf::calibrate_tuning(comm, o);
+    const TuningTable table = perf::measure_tuning(comm, o);
     if (comm.rank() == 0)
       std::cout << perf::format_calibration(table, comm.size(), o.calibrate_file);
     std::cout.flush();
