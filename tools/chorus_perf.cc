@@ -6,31 +6,30 @@
 //   - under chorus-run, mpirun, srun or torchrun (their variables are set):
 //     this process is one rank, through init_from_env();
 //   - otherwise with --transport inproc: --ranks threads of this process;
-//   - otherwise: chorus-perf forks --ranks local processes itself, which meet
-//     through a FileStore in a private temporary directory (shm between them,
-//     or the transport --transport names).
+//   - otherwise: chorus-perf starts --ranks local processes itself, as
+//     chorus-run starts its ranks (tools/launcher.h: a FileStore in a private
+//     temporary directory, the launcher's variables, core binding, the others
+//     stopped when one fails), each running its rank in the forked process
+//     (shm between them, or the transport --transport names); their output
+//     is not prefixed.
 // Exit status: 0 when every element of every rank was right, 1 on wrong values
 // or a failed rank, 2 on bad arguments.
-#include "bootstrap/affinity.h"
+#include "core/check.h"
 #include "core/config.h"
-#include "perf/calibrate.h"
+#include "launcher.h"
+#include "perf/measure_tuning.h"
 #include "perf/perf.h"
 #include "perf_cli.h"
 
 #include <chorus/chorus.h>
 #include <chorus/init.h>
 
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -64,15 +63,14 @@ int finish(const perf::PerfOptions& o, const perf::PerfReport& report) {
 // One rank of a multi-process run; rank 0 prints and writes the JSON.
 int run_rank(Communicator comm, const perf::PerfOptions& o) {
   if (!o.calibrate_file.empty()) {
-    const TuningTable table = perf::calibrate_tuning(comm, o);
+    const TuningTable table = perf::measure_tuning(comm, o);
     if (comm.rank() == 0)
       std::cout << perf::format_calibration(table, comm.size(), o.calibrate_file);
     std::cout.flush();
     return 0;
   }
-  const perf::PerfHooks hooks = comm.rank() == 0
-                                    ? perf::print_table(o, &std::cout, progress_hooks())
-                                    : perf::PerfHooks{};
+  const perf::PerfHooks hooks =
+      comm.rank() == 0 ? perf::print_table(o, &std::cout, progress_hooks()) : perf::PerfHooks{};
   const perf::PerfReport report = perf::run_perf(comm, o, hooks);
   clear_progress(hooks);
   if (comm.rank() == 0) std::cout << perf::format_footer(report);
@@ -80,72 +78,43 @@ int run_rank(Communicator comm, const perf::PerfOptions& o) {
   return comm.rank() == 0 ? finish(o, report) : (report.wrong == 0 ? 0 : 1);
 }
 
-// A private directory for the FileStore, removed on scope exit (RAII).
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "chorus-perf-XXXXXX").string();
-    if (mkdtemp(templ.data()) == nullptr)
-      throw Error(ErrorCode::system, "chorus-perf: cannot create a temporary directory");
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+// One rank started by a launcher (chorus-run, mpirun, srun, torchrun, or
+// chorus-perf's own local processes): rank, size and store from its variables.
+int run_launched_rank(const perf::PerfOptions& options) {
+  const BootstrapEnv env = read_bootstrap_env();
+  InitOptions io;
+  io.rank = env.rank;
+  io.world_size = env.world_size;
+  io.store = env.store;
+  if (options.transport != "auto") io.transport = options.transport;
+  return run_rank(init(io), options);
+}
 
-// Forks o.ranks processes; returns the worst exit status. When one rank fails,
-// the others get a grace period to report the peer failure, then SIGKILL.
+// Starts o.ranks local processes as chorus-run does; returns the worst exit
+// status. When one rank fails, the others get a grace period to report the
+// peer failure, then are stopped.
 int run_local_processes(const perf::PerfOptions& o) {
-  constexpr auto kGrace = std::chrono::seconds(10);
-  TempDir dir;
-  std::cout.flush();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.ranks; ++r) {
-    const pid_t pid = fork();
-    if (pid < 0) throw Error(ErrorCode::system, "chorus-perf: fork failed");
-    if (pid == 0) {
-      int status = 1;
-      try {
-        if (Config::from_env().bind_cores) bind_local_rank(r, o.ranks);
-        InitOptions io;
-        io.rank = r;
-        io.world_size = o.ranks;
-        io.store = "file://" + dir.path.string();
-        if (o.transport != "auto") io.transport = o.transport;
-        status = run_rank(init(io), o);
-      } catch (const Error& e) {
-        std::fprintf(stderr, "chorus-perf: rank %d: %s\n", r, e.what());
-        status = e.code() == ErrorCode::invalid_argument ? 2 : 1;
-      }
-      std::cout.flush();
-      std::fflush(nullptr);
-      _exit(status);  // no destructors of the parent's objects (the TempDir)
+  LocalLaunch launch;
+  launch.tool = "chorus-perf";
+  launch.nranks = o.ranks;
+  launch.grace = std::chrono::seconds(10);
+  launch.prefix_output = false;  // rank 0 prints the table, as a single process would
+  launch.report = false;         // each rank says why it failed
+  auto rank_main = [&](int r) {
+    try {
+      return run_launched_rank(o);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "chorus-perf: rank %d: %s\n", r, e.what());
+      return e.code() == ErrorCode::invalid_argument ? 2 : 1;
     }
-    pids.push_back(pid);
+  };
+  try {
+    return launch_local_ranks(launch, rank_main).worst;
+  } catch (const Error& e) {
+    // The launcher's own failures (a bad CHORUS_* setting, found before any
+    // rank starts; a failed fork) are chorus-perf's.
+    throw Error(e.code(), str_cat("chorus-perf: ", e.what()));
   }
-  int worst = 0;
-  size_t alive = pids.size();
-  // time_point::max(): no rank has failed yet.
-  auto kill_at = std::chrono::steady_clock::time_point::max();
-  while (alive > 0) {
-    int st = 0;
-    const pid_t done = waitpid(-1, &st, WNOHANG);
-    if (done > 0) {
-      --alive;
-      const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      if (code != 0 && worst == 0) kill_at = std::chrono::steady_clock::now() + kGrace;
-      worst = std::max(worst, code);
-      continue;
-    }
-    if (std::chrono::steady_clock::now() >= kill_at) {
-      for (pid_t p : pids) kill(p, SIGKILL);
-      kill_at = std::chrono::steady_clock::time_point::max();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return worst;
 }
 
 }  // namespace
@@ -159,16 +128,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (launcher_env_present()) {
-      const BootstrapEnv env = read_bootstrap_env();
       if (options.transport == "inproc")
         throw Error(ErrorCode::invalid_argument,
                     "chorus-perf: --transport inproc under a launcher: each process is one rank");
-      InitOptions io;
-      io.rank = env.rank;
-      io.world_size = env.world_size;
-      io.store = env.store;
-      if (options.transport != "auto") io.transport = options.transport;
-      return run_rank(init(io), options);
+      return run_launched_rank(options);
     }
     if (options.transport != "inproc") return run_local_processes(options);
     const perf::PerfHooks hooks = perf::print_table(options, &std::cout, progress_hooks());

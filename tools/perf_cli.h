@@ -9,7 +9,7 @@
 //   });
 #pragma once
 
-#include "perf/calibrate.h"
+#include "perf/measure_tuning.h"
 #include "perf/perf.h"
 
 #include <ostream>

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/reduce_kernels.h"
 #include "transport/window.h"
+#include "tune/rank_exchange.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,121 +17,6 @@
 namespace chorus {
 namespace {
 
-// Waits until every request in `ids` has completed; `peer` is the one they
-// exchange with, or -1 for several.
-void wait_all(Transport& t, std::vector<RequestId> ids, Deadline deadline, int peer) {
-  std::vector<RequestId> done;
-  while (!ids.empty()) {
-    done.clear();
-    t.wait_some(done, deadline);
-    for (RequestId d : done) std::erase(ids, d);
-    if (!ids.empty() && done.empty() && Clock::now() >= deadline)
-      fail(ErrorCode::timeout, "rank ", t.rank(), ": calibration: timeout waiting for ",
-           peer < 0 ? std::string("its peers") : str_cat("peer ", peer));
-  }
-}
-
-// Median half round trip of `trials` ping-pongs of `bytes` with `peer` (after
-// `warmup` untimed ones); the lower rank of the pair pings.
-double half_round_trip(Transport& t, int peer, size_t bytes, int trials, int warmup,
-                       Deadline deadline) {
-  std::vector<std::byte> out(bytes, std::byte{1}), in(bytes);
-  const bool pinger = t.rank() < peer;
-  std::vector<double> times;
-  for (int i = 0; i < warmup + trials; ++i) {
-    const auto start = Clock::now();
-    if (pinger) {
-      const RequestId r = t.irecv(peer, in.data(), bytes, nullptr);
-      wait_all(t, {t.isend(peer, out.data(), bytes), r}, deadline, peer);
-    } else {
-      wait_all(t, {t.irecv(peer, in.data(), bytes, nullptr)}, deadline, peer);
-      wait_all(t, {t.isend(peer, out.data(), bytes)}, deadline, peer);
-    }
-    if (i >= warmup)
-      times.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 2);
-  }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
-                   times.end());
-  return times[times.size() / 2];
-}
-
-}  // namespace
-
-LinkParams fit_link(std::string name, double small, double large, size_t small_bytes,
-                    size_t large_bytes) {
-  CHORUS_CHECK(large_bytes > small_bytes);
-  const double extra = large - small;
-  const double bytes = static_cast<double>(large_bytes - small_bytes);
-  // Timer noise can make the large message look no slower: then the small
-  // message's whole time is charged to its bytes, an upper bound on 1/beta.
-  const double inv_beta = extra > 0 ? extra / bytes : small / static_cast<double>(large_bytes);
-  const double alpha = std::max(0.0, small - static_cast<double>(small_bytes) * inv_beta);
-  return {std::move(name), alpha, 1 / inv_beta};
-}
-
-void agree_max(Transport& t, std::span<double> values, Deadline deadline) {
-  const size_t bytes = values.size_bytes();
-  if (t.size() == 1 || bytes == 0) return;
-  if (t.rank() == 0) {
-    std::vector<double> theirs(values.size());
-    for (int peer = 1; peer < t.size(); ++peer) {
-      wait_all(t, {t.irecv(peer, theirs.data(), bytes, nullptr)}, deadline, peer);
-      for (size_t i = 0; i < values.size(); ++i) values[i] = std::max(values[i], theirs[i]);
-    }
-    std::vector<RequestId> sends;
-    for (int peer = 1; peer < t.size(); ++peer)
-      sends.push_back(t.isend(peer, values.data(), bytes));
-    wait_all(t, std::move(sends), deadline, 0);
-  } else {
-    wait_all(t, {t.isend(0, values.data(), bytes)}, deadline, 0);
-    wait_all(t, {t.irecv(0, values.data(), bytes, nullptr)}, deadline, 0);
-  }
-}
-
-void broadcast_text(Transport& t, std::string& text, Deadline deadline) {
-  if (t.size() == 1) return;
-  uint64_t size = text.size();
-  if (t.rank() == 0) {
-    std::vector<RequestId> sends;
-    for (int peer = 1; peer < t.size(); ++peer) {
-      sends.push_back(t.isend(peer, &size, sizeof size));
-      if (size > 0) sends.push_back(t.isend(peer, text.data(), size));
-    }
-    wait_all(t, std::move(sends), deadline, 0);
-    return;
-  }
-  wait_all(t, {t.irecv(0, &size, sizeof size, nullptr)}, deadline, 0);
-  text.assign(size, '\0');
-  if (size > 0) wait_all(t, {t.irecv(0, text.data(), size, nullptr)}, deadline, 0);
-}
-
-LinkParams calibrate_link(Transport& t, Deadline deadline, const CalibrationOptions& o) {
-  const std::string name(t.name());
-  if (o.large_bytes <= o.small_bytes || o.small_trials < 1 || o.large_trials < 1 || o.warmup < 0)
-    fail(ErrorCode::invalid_argument,
-         "calibration: need large_bytes > small_bytes, trials >= 1 and warmup >= 0");
-  if (t.size() == 1) return {name, 0, 0};
-  const int peer = t.rank() ^ 1;
-  // alpha and 1/beta, so that the slowest pair's are the largest.
-  double measured[2] = {0, 0};
-  if (peer < t.size()) {
-    const double small =
-        half_round_trip(t, peer, o.small_bytes, o.small_trials, o.warmup, deadline);
-    const double large =
-        half_round_trip(t, peer, o.large_bytes, o.large_trials, o.warmup, deadline);
-    const LinkParams p = fit_link(name, small, large, o.small_bytes, o.large_bytes);
-    measured[0] = p.alpha;
-    measured[1] = 1 / p.beta;
-  }
-  agree_max(t, measured, deadline);
-  return {name, measured[0], 1 / measured[1]};
-}
-
-}  // namespace chorus
-
-namespace chorus {
-namespace {
-
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -140,10 +26,23 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Every rank waits until all have arrived.
-void barrier(Transport& t, Deadline deadline) {
-  double x = 0;
-  agree_max(t, std::span<double>(&x, 1), deadline);
+// Median half round trip of `trials` ping-pongs of `bytes` with `peer` (after
+// `warmup` untimed ones); the lower rank of the pair pings.
+double half_round_trip(RankExchange& ex, int peer, size_t bytes, int trials, int warmup) {
+  std::vector<std::byte> out(bytes, std::byte{1}), in(bytes);
+  const bool pinger = ex.rank() < peer;
+  std::vector<double> times;
+  for (int i = 0; i < warmup + trials; ++i) {
+    const auto start = Clock::now();
+    if (pinger) {
+      ex.send_recv(peer, out.data(), in.data(), bytes);
+    } else {
+      ex.recv(peer, in.data(), bytes);
+      ex.send(peer, out.data(), bytes);
+    }
+    if (i >= warmup) times.push_back(seconds_since(start) / 2);
+  }
+  return median(std::move(times));
 }
 
 // Median time of `trials` runs of fn (after one untimed run).
@@ -160,29 +59,9 @@ double time_runs(int trials, F&& fn) {
 }
 
 // Median time of both ends of the pair sending `bytes` to each other at once.
-double bidirectional(Transport& t, int peer, size_t bytes, int trials, Deadline deadline) {
+double bidirectional(RankExchange& ex, int peer, size_t bytes, int trials) {
   std::vector<std::byte> out(bytes, std::byte{2}), in(bytes);
-  return time_runs(trials, [&] {
-    const RequestId r = t.irecv(peer, in.data(), bytes, nullptr);
-    wait_all(t, {t.isend(peer, out.data(), bytes), r}, deadline, peer);
-  });
-}
-
-// A WindowSet's record exchange over the transport: each rank sends its
-// record to every peer and receives theirs.
-RecordExchange exchange_records(Transport& t, Deadline deadline) {
-  return [&t, deadline](const WindowRecord& mine) {
-    std::vector<WindowRecord> all(static_cast<size_t>(t.size()));
-    all[static_cast<size_t>(t.rank())] = mine;
-    std::vector<RequestId> ids;
-    for (int q = 0; q < t.size(); ++q) {
-      if (q == t.rank()) continue;
-      ids.push_back(t.irecv(q, &all[static_cast<size_t>(q)], sizeof(WindowRecord), nullptr));
-      ids.push_back(t.isend(q, &mine, sizeof mine));
-    }
-    wait_all(t, std::move(ids), deadline, -1);
-    return all;
-  };
+  return time_runs(trials, [&] { ex.send_recv(peer, out.data(), in.data(), bytes); });
 }
 
 // Round trips per timed batch of the flag ping-pong (about a hundred
@@ -208,11 +87,15 @@ constexpr uint32_t kFlagCheckEvery = 1 << 10;
 // transport's named segments may still work) does not fail the calibration:
 // it keeps the window's record exchanges in step with the ranks that got
 // further, every rank learns of it, and all return -1 (not measured).
-double flag_half_round_trip(Transport& t, int round_trips, std::chrono::microseconds budget,
-                            Deadline deadline) {
-  const RecordExchange over_transport = exchange_records(t, deadline);
+double flag_half_round_trip(RankExchange& ex, int round_trips, std::chrono::microseconds budget) {
+  // The WindowSet's record exchange: every rank's record to every rank.
+  const RecordExchange over_transport = [&ex](const WindowRecord& mine) {
+    std::vector<WindowRecord> all(static_cast<size_t>(ex.size()));
+    ex.allgather(&mine, all.data(), sizeof mine);
+    return all;
+  };
   int exchanges = 0;  // SharedWindow::create runs two
-  WindowSet windows(t.rank(), t.size(), [&](const WindowRecord& mine) {
+  WindowSet windows(ex.rank(), ex.size(), [&](const WindowRecord& mine) {
     ++exchanges;
     return over_transport(mine);
   });
@@ -225,9 +108,9 @@ double flag_half_round_trip(Transport& t, int round_trips, std::chrono::microsec
     for (int k = exchanges; k < 2; ++k) over_transport(WindowRecord{});
     failed = 1;
   }
-  agree_max(t, std::span<double>(&failed, 1), deadline);
+  ex.agree_max(std::span<double>(&failed, 1));
   if (failed != 0) return -1;
-  const int rank = t.rank();
+  const int rank = ex.rank();
   if (rank > 1) return 0;
   const int peer = 1 - rank;
   constexpr uint32_t kPing = 0;
@@ -238,10 +121,8 @@ double flag_half_round_trip(Transport& t, int round_trips, std::chrono::microsec
       if (spins < kFlagSpins) continue;
       std::this_thread::yield();
       if (spins % kFlagCheckEvery != 0) continue;
-      if (Clock::now() >= deadline)
-        fail(ErrorCode::timeout, "rank ", rank, ": calibration: timeout waiting for rank ", peer,
-             "'s flag");
-      t.check_peer(peer);
+      if (ex.expired()) ex.timed_out(str_cat("rank ", peer, "'s flag"));
+      ex.transport().check_peer(peer);
     }
   };
   uint32_t seq = 0;
@@ -292,6 +173,39 @@ double identity_hash(std::string_view s) {
 }
 
 }  // namespace
+
+LinkParams fit_link(std::string name, double small, double large, size_t small_bytes,
+                    size_t large_bytes) {
+  CHORUS_CHECK(large_bytes > small_bytes);
+  const double extra = large - small;
+  const double bytes = static_cast<double>(large_bytes - small_bytes);
+  // Timer noise can make the large message look no slower: then the small
+  // message's whole time is charged to its bytes, an upper bound on 1/beta.
+  const double inv_beta = extra > 0 ? extra / bytes : small / static_cast<double>(large_bytes);
+  const double alpha = std::max(0.0, small - static_cast<double>(small_bytes) * inv_beta);
+  return {std::move(name), alpha, 1 / inv_beta};
+}
+
+LinkParams calibrate_link(Transport& t, Deadline deadline, const CalibrationOptions& o) {
+  const std::string name(t.name());
+  if (o.large_bytes <= o.small_bytes || o.small_trials < 1 || o.large_trials < 1 || o.warmup < 0)
+    fail(ErrorCode::invalid_argument,
+         "calibration: need large_bytes > small_bytes, trials >= 1 and warmup >= 0");
+  if (t.size() == 1) return {name, 0, 0};
+  RankExchange ex(t, deadline);
+  const int peer = t.rank() ^ 1;
+  // alpha and 1/beta, so that the slowest pair's are the largest.
+  double measured[2] = {0, 0};
+  if (peer < t.size()) {
+    const double small = half_round_trip(ex, peer, o.small_bytes, o.small_trials, o.warmup);
+    const double large = half_round_trip(ex, peer, o.large_bytes, o.large_trials, o.warmup);
+    const LinkParams p = fit_link(name, small, large, o.small_bytes, o.large_bytes);
+    measured[0] = p.alpha;
+    measured[1] = 1 / p.beta;
+  }
+  ex.agree_max(measured);
+  return {name, measured[0], 1 / measured[1]};
+}
 
 HostLoad read_host_load() {
   HostLoad load;
@@ -352,7 +266,7 @@ std::vector<int> host_layout(Transport& t, std::string_view identity, Deadline d
   const auto n = static_cast<size_t>(t.size());
   std::vector<double> ids(n, 0);
   ids[static_cast<size_t>(t.rank())] = identity_hash(identity);
-  agree_max(t, ids, deadline);
+  RankExchange(t, deadline).agree_max(ids);
   std::vector<int> host_of(n);
   std::vector<double> seen;
   for (size_t r = 0; r < n; ++r) {
@@ -371,6 +285,7 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   if (t.size() == 1) return out;
   const int rank = t.rank();
   const auto n = static_cast<size_t>(t.size());
+  RankExchange ex(t, deadline);
   out.host_of = host_layout(t, o.host_identity, deadline);
   // The load the probes run under: this rank's host, sampled at each step.
   const LoadSampler sample_load = o.load_sampler ? o.load_sampler : LoadSampler(read_host_load);
@@ -395,11 +310,12 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
     const auto until = Clock::now() + o.warmup;
     for (;;) {
       double go = rank < peer && Clock::now() < until ? 1 : 0;
-      wait_all(t,
-               {rank < peer ? t.isend(peer, &go, sizeof go) : t.irecv(peer, &go, sizeof go, nullptr)},
-               deadline, peer);
+      if (rank < peer)
+        ex.send(peer, &go, sizeof go);
+      else
+        ex.recv(peer, &go, sizeof go);
       if (go == 0) break;
-      bidirectional(t, peer, size_t{1} << 20, 1, deadline);
+      bidirectional(ex, peer, size_t{1} << 20, 1);
     }
   }
   // Each size's ping-pong, then (above kAlphaFitMaxBytes) its exchange, in
@@ -418,19 +334,17 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
       const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
       sample();
       if (paired) {
-        times[i] = std::min(times[i], half_round_trip(t, peer, b,
-                                                      small ? o.small_trials : o.large_trials,
-                                                      2, deadline));
+        times[i] = std::min(
+            times[i], half_round_trip(ex, peer, b, small ? o.small_trials : o.large_trials, 2));
         // 2. The bidirectional exchange of the same size.
         if (!small)
-          times[sizes + i] =
-              std::min(times[sizes + i], bidirectional(t, peer, b, o.large_trials, deadline));
+          times[sizes + i] = std::min(times[sizes + i], bidirectional(ex, peer, b, o.large_trials));
       } else {
         times[i] = times[sizes + i] = 0;
       }
       if (k > 0 || small || o.sweep_budget.count() == 0) continue;
       double elapsed = seconds_since(start);
-      agree_max(t, std::span<double>(&elapsed, 1), deadline);
+      ex.agree_max(std::span<double>(&elapsed, 1));
       if (elapsed * o.rounds > std::chrono::duration<double>(o.sweep_budget).count()) {
         std::copy(times.begin() + static_cast<std::ptrdiff_t>(sizes),
                   times.begin() + static_cast<std::ptrdiff_t>(sizes + i + 1),
@@ -442,7 +356,7 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
     }
   for (double& x : times)
     if (!std::isfinite(x)) x = 0;  // sizes at or below kAlphaFitMaxBytes have no exchange
-  agree_max(t, times, deadline);
+  ex.agree_max(times);
   std::vector<Sample> samples, exchanges;
   for (size_t i = 0; i < sizes; ++i) {
     const auto b = static_cast<double>(o.pingpong_sizes[i]);
@@ -460,8 +374,8 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   // trip then waits out a spin and a yield), not the link's: alpha bounds it,
   // and a one-sided op is never priced above a message.
   if (t.shares_memory()) {
-    double flag = flag_half_round_trip(t, o.flag_round_trips, o.flag_budget, deadline);
-    agree_max(t, std::span<double>(&flag, 1), deadline);
+    double flag = flag_half_round_trip(ex, o.flag_round_trips, o.flag_budget);
+    ex.agree_max(std::span<double>(&flag, 1));
     if (flag >= 0) link.flag_alpha = std::min(flag, link.alpha);
   }
 
@@ -499,7 +413,7 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   }
   std::vector<double> flat;
   for (const auto& [key, v] : rates) flat.insert(flat.end(), v.begin(), v.end());
-  agree_max(t, flat, deadline);
+  ex.agree_max(flat);
   size_t at = 0;
   for (const auto& [key, v] : rates) {
     RateCurve c;
@@ -519,15 +433,14 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   std::vector<std::byte> src(o.memory_bytes, std::byte{3}), dst(o.memory_bytes, std::byte{0});
   std::memcpy(dst.data(), src.data(), o.memory_bytes);  // first touch, outside the timing
   double alone = 0;
-  if (rank == 0)
-    alone = time_runs(3, [&] { std::memcpy(dst.data(), src.data(), o.memory_bytes); });
+  if (rank == 0) alone = time_runs(3, [&] { std::memcpy(dst.data(), src.data(), o.memory_bytes); });
   std::vector<double> together(n, 0);
   for (int k = 0; k < 3; ++k) {
-    barrier(t, deadline);
+    ex.barrier();
     const auto s = Clock::now();
     std::memcpy(dst.data(), src.data(), o.memory_bytes);
-    together[static_cast<size_t>(rank)] = std::max(together[static_cast<size_t>(rank)],
-                                                   k == 0 ? 0.0 : seconds_since(s));
+    together[static_cast<size_t>(rank)] =
+        std::max(together[static_cast<size_t>(rank)], k == 0 ? 0.0 : seconds_since(s));
   }
   sample();
   const int my_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -541,7 +454,7 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   agreed.push_back(host_busy(running, my_local, my_cores) ? 1 : 0);
   agreed.push_back(median_others_running(running, my_local));
   agreed.push_back(loadavg);
-  agree_max(t, agreed, deadline);
+  ex.agree_max(agreed);
   CalibrationLoad load;
   load.provisional = agreed[n + 2] > 0;
   load.others_running = agreed[n + 3];

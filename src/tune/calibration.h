@@ -13,17 +13,21 @@
 // The communicator calibrates at creation with the quick options (a few
 // milliseconds); chorus-perf uses the thorough ones for its %bound column and
 // its tuning files.
+//
+// The probes' messages between ranks, and the agreement of their figures,
+// go through tune/rank_exchange.h (one implementation of those exchanges,
+// with their deadline); what is measured lives here.
 #pragma once
 
 #include "core/deadline.h"
 #include "model/cost_model.h"
 #include "model/machine_model.h"
-#include "tune/tuning_file.h"
 #include "transport/transport.h"
+#include "tune/rank_exchange.h"
+#include "tune/tuning_file.h"
 
 #include <cstddef>
 #include <functional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -51,13 +55,6 @@ LinkParams fit_link(std::string name, double small_half_rtt, double large_half_r
 LinkParams calibrate_link(Transport& transport, Deadline deadline,
                           const CalibrationOptions& options = {});
 
-// Every rank's `values` (the same length on all) become their elementwise
-// maximum over the ranks: gathered at rank 0, sent back.
-void agree_max(Transport& transport, std::span<double> values, Deadline deadline);
-
-// Rank 0's `text` reaches every rank (replacing theirs).
-void broadcast_text(Transport& transport, std::string& text, Deadline deadline);
-
 // The load of a host at one moment: /proc/stat's procs_running (tasks
 // runnable now, the reader included) and /proc/loadavg's 1-minute figure.
 struct HostLoad {
@@ -83,11 +80,11 @@ bool host_busy(const std::vector<double>& running, int local_ranks, int cores);
 // run when a communicator has no calibration cached (bounded by about a
 // second on the development host); chorus-perf --calibrate runs thorough ones.
 struct ModelCalibrationOptions {
-  std::vector<size_t> pingpong_sizes;  // ping-pong sweep
-  std::vector<size_t> kernel_sizes;    // copy and reduction kernel runs
-  int small_trials = 20;               // round trips per size up to 4 KiB
-  int large_trials = 3;                // above
-  int rounds = 1;                      // sweeps of all sizes; each size's fastest counts
+  std::vector<size_t> pingpong_sizes;      // ping-pong sweep
+  std::vector<size_t> kernel_sizes;        // copy and reduction kernel runs
+  int small_trials = 20;                   // round trips per size up to 4 KiB
+  int large_trials = 3;                    // above
+  int rounds = 1;                          // sweeps of all sizes; each size's fastest counts
   size_t memory_bytes = size_t{32} << 20;  // each rank's copy in the memory probe
   bool all_ops = false;  // kernels of every op; else sum per dtype (others use it)
   // Exchanges before the first measurement, for this long: a process's
@@ -127,9 +124,9 @@ struct ModelCalibrationOptions {
 // was busy (agreed, so the same on every rank), with the largest
 // others_running and loadavg over the ranks.
 struct ModelCalibration {
-  TuningTable table;        // links[class], host, compute, calibration
+  TuningTable table;         // links[class], host, compute, calibration
   std::vector<int> host_of;  // each rank's host, numbered from 0 in rank order
-  double seconds = 0;       // how long it took (rank 0's clock)
+  double seconds = 0;        // how long it took (rank 0's clock)
 };
 ModelCalibration calibrate_model(Transport& transport, Deadline deadline,
                                  const ModelCalibrationOptions& options);

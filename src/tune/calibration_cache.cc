@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "tune/calibration.h"
+#include "tune/rank_exchange.h"
 
 #include <unistd.h>
 
@@ -78,7 +79,8 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
     text = read_text(out.path);
     if (!text.empty()) {
       try {
-        const TuningTable table = tuning_from_json(text, str_cat("calibration cache '", out.path, "'"));
+        const TuningTable table =
+            tuning_from_json(text, str_cat("calibration cache '", out.path, "'"));
         auto it = table.links.find(cls);
         if (it == table.links.end() || it->second.curve.empty())
           fail(ErrorCode::invalid_argument, "calibration cache '", out.path,
@@ -102,8 +104,8 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
           }
         }
       } catch (const Error& e) {
-        log_message(config.log_level, LogLevel::warn, t.rank(), "ignoring the calibration cache: ",
-                    e.what(), "; calibrating again");
+        log_message(config.log_level, LogLevel::warn, t.rank(),
+                    "ignoring the calibration cache: ", e.what(), "; calibrating again");
         text.clear();
       }
     }
@@ -121,8 +123,8 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
   out.table = std::move(cal.table);
   out.host_of = std::move(cal.host_of);
   const bool provisional = out.table.calibration && out.table.calibration->provisional;
-  log_message(config.log_level, LogLevel::info, t.rank(), "tuner: calibrated ", cls, " at N=",
-              t.size(), " in ", cal.seconds * 1e3, " ms",
+  log_message(config.log_level, LogLevel::info, t.rank(), "tuner: calibrated ", cls,
+              " at N=", t.size(), " in ", cal.seconds * 1e3, " ms",
               provisional ? " on a busy host (stored as provisional)" : "");
   if (use_cache && t.rank() == 0)
     if (std::string why = write_text(out.path, tuning_to_json(out.table)); !why.empty())

@@ -1,6 +1,6 @@
 // Measured tuning rules: chorus-perf --calibrate's output format, the rule the
 // tuner takes for a size, and the fall-back to the model.
-#include "perf/calibrate.h"
+#include "perf/measure_tuning.h"
 #include "tune/selector.h"
 #include "tune/tuner.h"
 

@@ -1,4 +1,4 @@
-#include "perf/calibrate.h"
+#include "perf/measure_tuning.h"
 
 #include "api/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
@@ -18,7 +18,8 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
   std::map<std::pair<Collective, size_t>, std::pair<double, std::string>> best;
   for (const PerfRow& r : rows) {
     if (!r.out_of_place.measured) continue;
-    auto [it, fresh] = best.try_emplace({r.collective, r.bytes}, r.out_of_place.time_us, r.algorithm);
+    auto [it, fresh] =
+        best.try_emplace({r.collective, r.bytes}, r.out_of_place.time_us, r.algorithm);
     if (!fresh && r.out_of_place.time_us < it->second.first)
       it->second = {r.out_of_place.time_us, r.algorithm};
   }
@@ -32,7 +33,8 @@ std::vector<TuningRule> rules_from_rows(const std::vector<PerfRow>& rows, const 
   return rules;
 }
 
-double call_overhead(Communicator& comm, const TuningTable& table, const std::vector<int>& host_of) {
+double measure_call_overhead(Communicator& comm, const TuningTable& table,
+                             const std::vector<int>& host_of) {
   const std::string cls = link_class_of(detail::impl_of(comm).transport().name());
   if (comm.size() == 1 || !table.links.count(cls)) return 0;
   PerfOptions tiny;
@@ -54,7 +56,12 @@ double call_overhead(Communicator& comm, const TuningTable& table, const std::ve
     std::sort(t.begin(), t.end());
     const Algorithm* algo = find_algorithm(Collective::allreduce, name);
     if (algo == nullptr) continue;
-    const CollectiveSpec spec{Collective::allreduce, comm.size(), 0, 2, 4, 0,
+    const CollectiveSpec spec{Collective::allreduce,
+                              comm.size(),
+                              0,
+                              2,
+                              4,
+                              0,
                               detail::impl_of(comm).config().segment_bytes};
     const double pred = sim.time(*algo, spec, DataType::float32, ReduceOp::sum);
     excess.push_back(t[t.size() / 2] * 1e-6 - pred);
@@ -64,19 +71,20 @@ double call_overhead(Communicator& comm, const TuningTable& table, const std::ve
   return std::max(0.0, excess[excess.size() / 2]);
 }
 
-TuningTable calibrate_tuning(Communicator& comm, const PerfOptions& options) {
+TuningTable measure_tuning(Communicator& comm, const PerfOptions& options) {
   Transport& transport = detail::impl_of(comm).transport();
   // The machine model first, with the transport quiet. Over shared memory
   // its link carries flag_alpha, which the file keeps (flag_alpha_s), and
   // which the call overhead's predictions below already use.
   ModelCalibrationOptions thorough = ModelCalibrationOptions::thorough();
-  thorough.host_identity =
-      detail::impl_of(comm).config().host_id.empty() ? host_identity() : detail::impl_of(comm).config().host_id;
+  thorough.host_identity = detail::impl_of(comm).config().host_id.empty()
+                               ? host_identity()
+                               : detail::impl_of(comm).config().host_id;
   const ModelCalibration model =
       calibrate_model(transport, deadline_after(detail::impl_of(comm).config().timeout), thorough);
   const std::string cls = link_class_of(transport.name());
   TuningTable table = model.table;
-  table.links[cls].call_overhead = call_overhead(comm, table, model.host_of);
+  table.links[cls].call_overhead = measure_call_overhead(comm, table, model.host_of);
   PerfOptions sweep = options;
   sweep.algorithms = {"all"};
   sweep.check = false;  // timing only; correctness is what the tests and -c 1 are for
