@@ -6,6 +6,8 @@
 #   make test SANITIZE=thread  TSan build in build-thread/
 #   make demo                  chorus-perf: AllReduce on 4 local ranks over shared memory, every algorithm
 #   make fuzz                  the libFuzzer targets of fuzz/ (clang) in build-fuzz/fuzz/
+#   make format                clang-format every C++ source in place (.clang-format)
+#   make format-check          fails, naming the lines, where a source is not formatted
 SANITIZE ?=
 BUILD_TYPE ?= Release
 BUILD_DIR ?= $(if $(SANITIZE),build-$(SANITIZE),build)
@@ -19,7 +21,7 @@ FUZZ_SECONDS ?= 5
 export ASAN_OPTIONS ?= allocator_may_return_null=1
 export TSAN_OPTIONS ?= allocator_may_return_null=1
 
-.PHONY: all deps configure build fuzz test demo install clean format
+.PHONY: all deps configure build fuzz test demo install clean format format-check
 
 all: build
 
@@ -53,8 +55,12 @@ demo: build
 install: build
 	@cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
 
-format:
-	@clang-format -i $$(git ls-files '*.h' '*.cc')
+CXX_SOURCES = $$(git ls-files '*.h' '*.cc')
+format: deps
+	@clang-format -i $(CXX_SOURCES)
+
+format-check: deps
+	@clang-format --dry-run -Werror $(CXX_SOURCES)
 
 clean:
 	rm -rf build build-address build-thread build-python python/chorus.egg-info $(FUZZ_DIR)

@@ -13,12 +13,13 @@ set -euo pipefail
 # pip install . (pyproject.toml, setup.py) builds with setuptools and wheel
 # in a virtual environment (python3-venv, python3-pip); ccache lets it, and
 # its test, reuse the objects of the CMake build.
+# make format and make format-check (run by .ci/run) need clang-format.
 # scripts/testbed (the testbed tests) needs ip and tc (iproute2), nsenter,
 # unshare and mount (util-linux, mount) and Debian's python3.
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm
       python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev
-      python3-setuptools python3-wheel python3-venv python3-pip ccache
+      python3-setuptools python3-wheel python3-venv python3-pip ccache clang-format
       iproute2 util-linux mount python3 "$@")
 missing=()
 for p in "${pkgs[@]}"; do
