@@ -72,7 +72,8 @@ void Verifier::combine(int r, OpIndex op, const Region& dst, const Segments& a, 
 // Applies op i of rank r (a local op or a get) to every layout's memory.
 void Verifier::apply_local(int r, OpIndex i) {
   const Op& o = op_at(r, i);
-  if (o.dst.count == 0) return;
+  // A signal or a wait moves no data, whatever its unused regions say.
+  if (!writes_dst(o.kind) || o.dst.count == 0) return;
   for (World& w : worlds_) {
     enter(w);
     apply_local(w, r, i, o);
