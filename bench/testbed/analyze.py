@@ -9,23 +9,22 @@ sim_switch.json, sim_ring.json, sim_switch_ring_algos.json and compare/.
 Times are the out-of-place columns of chorus-perf (the slowest rank's mean
 per call); busbw = 2(N-1)/N * M / time as nccl-tests; GB = 1e9 B.
 
-The seed's closed forms (N ranks, L = log2 N, M bytes, alpha per message,
-beta bytes per second of one link direction):
-  ring                2(N-1) alpha + 2(N-1)/N M/beta
-  halving_doubling    2L alpha     + 2(N-1)/N M/beta
-  double_binary_tree  2L alpha     + L M/beta
-  reduce_broadcast    2L alpha     + 2L M/beta        (the seed's "naive")
-  bidir_ring, 2 ports (N-1) alpha  + (N-1)/N M/beta
-and chorus's own for recursive_doubling, L alpha + L M/beta. alpha and beta
-come from chorus-perf's link measurement on the same testbed (ping-pong of
-8 B and 4 MiB between ranks 0 and 1, printed in its header); a least-squares
-fit of the ring's closed form to the ring's times is printed beside them.
+The seed's closed forms (its table of AllReduce costs, alpha and beta only)
+are chorus's (src/model/cost_model.h, seed_allreduce_time), asked of
+chorus-verify --closed-forms --json: $CHORUS_VERIFY, else
+$BUILD_DIR/tools/chorus-verify as run.sh builds it (BUILD_DIR defaults to
+build/ of this checkout), else the PATH. alpha and beta come from
+chorus-perf's link measurement on the same testbed (ping-pong of 8 B and
+4 MiB between ranks 0 and 1, printed in its header); a least-squares fit of
+the ring's closed form to the ring's times is printed beside them.
 """
 import glob
 import json
 import math
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 
 
@@ -77,21 +76,35 @@ def sim_times(rows):
     return out
 
 
-def seed_form(algo, n, m, alpha, beta, ports=1):
-    lg = math.log2(n)
-    if algo == "ring":
-        return 2 * (n - 1) * alpha + 2 * (n - 1) / n * m / beta
-    if algo == "halving_doubling" and n & (n - 1) == 0:
-        return 2 * lg * alpha + 2 * (n - 1) / n * m / beta
-    if algo == "double_binary_tree":
-        return 2 * lg * alpha + lg * m / beta
-    if algo == "reduce_broadcast":
-        return 2 * math.ceil(lg) * alpha + 2 * math.ceil(lg) * m / beta
-    if algo == "recursive_doubling" and n & (n - 1) == 0:
-        return lg * alpha + lg * m / beta
-    if algo == "bidir_ring" and ports == 2:
-        return (n - 1) * alpha + (n - 1) / n * m / beta
-    return None
+def chorus_verify():
+    """The chorus-verify to ask for the closed forms."""
+    if os.environ.get("CHORUS_VERIFY"):
+        return os.environ["CHORUS_VERIFY"]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    build = os.environ.get("BUILD_DIR") or os.path.join(root, "build")
+    path = os.path.join(build, "tools", "chorus-verify")
+    if os.path.exists(path):
+        return path
+    found = shutil.which("chorus-verify")
+    if found:
+        return found
+    sys.exit(f"analyze.py: no chorus-verify at {path} nor on the PATH (build it, or name it "
+             "with CHORUS_VERIFY)")
+
+
+def seed_forms(n, sizes, alpha, beta):
+    """{algo: {size: seconds, or None where the seed has no figure}}: the seed's
+    AllReduce closed forms at N ranks on one port, from chorus-verify."""
+    cmd = [chorus_verify(), "--closed-forms", "--json", "allreduce", "--ranks", str(n),
+           "--bytes", ",".join(str(s) for s in sizes), "--alpha", repr(alpha),
+           "--beta", repr(beta), "--ports", "1"]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"analyze.py: {' '.join(cmd)} failed:\n{run.stderr}")
+    forms = {}
+    for r in json.loads(run.stdout):
+        forms.setdefault(r["algo"], {})[r["bytes"]] = r["seed_s"]
+    return forms
 
 
 def crossover(sizes, t_a, t_b):
@@ -169,6 +182,10 @@ def main():
               f"ping-pong, ranks 0 and 1); a least-squares fit of the ring's closed form to "
               f"its times gives alpha = {fa * 1e6:.1f} us, beta = {fb / 1e9:.4f} GB/s.\n")
         simsw = sim_times(load(f"{out}/sim_switch.json"))
+        seed = seed_forms(n, sorted(set(sizes) | {1}), alpha, beta)
+
+        def seed_form(a, m):
+            return seed.get(a, {}).get(m)
         print("### The seed's cost table against the measured times (switch)\n")
         print("Each cell: measured time / the closed form with the ping-pong's alpha and "
               "beta (ratio measured/form); `sim` where the seed has no closed form for one "
@@ -179,7 +196,7 @@ def main():
             row = [a]
             for s in shown:
                 t = times[a].get(s)
-                f = seed_form(a, n, s, alpha, beta)
+                f = seed_form(a, s)
                 tag = ""
                 if f is None and s in simsw.get(a, {}):
                     f, tag = simsw[a][s], " sim"
@@ -198,11 +215,11 @@ def main():
             if a not in times:
                 continue
             common = [s for s in sizes if s in times[a]]
-            if seed_form(a, n, 1, alpha, beta) is None:
+            if seed_form(a, 1) is None:
                 pred = "no closed form at N = %d" % n
             else:
-                pred = approx_sizes(crossover(common, lambda m: seed_form(a, n, m, alpha, beta),
-                                              lambda m: seed_form("ring", n, m, alpha, beta)))
+                pred = approx_sizes(crossover(common, lambda m: seed_form(a, m),
+                                              lambda m: seed_form("ring", m)))
             meas = crossover(common, lambda m: times[a][m], lambda m: times["ring"][m])
             rows.append([f"{a} against ring", pred, approx_sizes(meas)])
         table(["pair", "the seed predicts (closed forms)", "measured"], rows)

@@ -1,5 +1,6 @@
 #include "model/cost_model.h"
 
+#include "core/check.h"
 #include "schedule/rank_math.h"
 
 #include <cmath>
@@ -58,6 +59,26 @@ LowerBound lower_bound(Collective c, int n, double m, const CostParams& p) {
       break;
   }
   return lb;
+}
+
+Prediction seed_allreduce_time(std::string_view algorithm, int n, double m, const CostParams& p) {
+  const double lg = std::log2(n);
+  const double a = p.alpha;
+  const double b = p.beta;
+  // (N-1)/N of the vector, twice: what a rank sends and receives.
+  const double twice_most = static_cast<double>(2 * (n - 1)) / n;
+  if (algorithm == "ring") return Prediction::time(2 * (n - 1) * a + twice_most * m / b);
+  if (algorithm == "double_binary_tree") return Prediction::time(2 * lg * a + lg * m / b);
+  if (algorithm == "reduce_broadcast")
+    return Prediction::time(2 * std::ceil(lg) * a + 2 * std::ceil(lg) * m / b);
+  if (algorithm == "halving_doubling" || algorithm == "recursive_doubling") {
+    if (!is_pow2(n))
+      return Prediction::none(
+          str_cat("the seed's figure for ", algorithm, " assumes a power-of-two N, not ", n));
+    if (algorithm == "halving_doubling") return Prediction::time(2 * lg * a + twice_most * m / b);
+    return Prediction::time(lg * a + lg * m / b);
+  }
+  return Prediction::none(str_cat("the seed's table has no figure for allreduce(", algorithm, ")"));
 }
 
 bool closed_form_applies(const ClosedForm& f, std::string_view topology, int nranks,

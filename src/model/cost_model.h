@@ -155,6 +155,21 @@ struct ClosedForm {
   }
 };
 
+// The seed's table of AllReduce costs, which docs/PERFORMANCE.md's testbed
+// tables compare measured times with (bench/testbed/analyze.py, through
+// chorus-verify --closed-forms --json). alpha and beta only, L = log2 N:
+//   ring                 2(N-1) alpha + 2(N-1)/N M/beta
+//   halving_doubling     2L alpha + 2(N-1)/N M/beta, N = 2^k
+//   double_binary_tree   2L alpha + L M/beta
+//   reduce_broadcast     2 ceil(L) alpha + 2 ceil(L) M/beta (the seed's "naive")
+//   recursive_doubling   L alpha + L M/beta, N = 2^k (not the seed's: the
+//                        algorithm's own form at gamma = 0)
+// These are the seed's estimates, not the model's exact times (the
+// algorithms' closed forms are): they ignore ports, pipelining and queueing.
+// Other algorithms and N: none, with the reason.
+Prediction seed_allreduce_time(std::string_view algorithm, int nranks, double bytes,
+                               const CostParams& params);
+
 // Whether `form` is exact on simulator topology `topology` at N ranks with
 // `ports` ports ("hypercube" routes match the halving partners only for N a
 // power of two).

@@ -229,6 +229,25 @@ TEST(VerifyOneSidedMutation, UnmutatedProgramsPass) {
       }
 }
 
+// A signal or a wait moves no data: whatever its unused src and dst say, the
+// symbolic run neither reads nor writes them (in bounds they once read as a
+// reduce of dst with src; past the end they failed an internal check).
+TEST(VerifyOneSidedMutation, SignalsAndWaitsMoveNoData) {
+  for (const char* name : {"one_shot", "two_shot"})
+    for (bool past_the_end : {false, true}) {
+      Case c = build(name, 3, 6, false);
+      for (Program& p : c.programs)
+        for (Op& o : p.ops)
+          if (o.kind == OpKind::signal || o.kind == OpKind::wait) {
+            o.src = {BufferKind::output, 0, past_the_end ? p.output_count + 5 : p.output_count};
+            o.dst = o.src;
+          }
+      VerifyResult r;
+      ASSERT_NO_THROW(r = check(c)) << name;
+      EXPECT_TRUE(r.ok()) << name << ": " << r.error->message;
+    }
+}
+
 TEST(VerifyOneSidedMutation, MissingSignalLeavesAWaitUnmatched) {
   for (bool in_windows : {false, true}) {
     Case c = build("one_shot", 4, 10, in_windows);
