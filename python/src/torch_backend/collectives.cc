@@ -40,6 +40,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
       [s] { s.write_back(); });
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const std::string call = "all_reduce_coalesced";
+  std::vector<Elements> counts;
+  std::vector<Staged> staged;
+  for (const at::Tensor& t : tensors) {
+    check_tensor(t, call);
+    counts.push_back(elements(t, call, true));
+    staged.push_back(stage(t, Use::read_write));
+  }
+  const ReduceOp op = chorus_op(opts.reduceOp, call);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::ALLREDUCE_COALESCED, call, tensors, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        for (size_t i = 0; i < staged.size(); ++i)
+          calls.push_back(c.submit(Call::allreduce(staged[i].data(), staged[i].data(),
+                                                   counts[i].count, counts[i].type, op, options)));
+      },
+      [staged] {
+        for (const Staged& s : staged) s.write_back();
+      });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   const std::string call = "reduce";
