@@ -154,7 +154,6 @@ OpenedStore open_store(const std::string& url, bool host_server, Deadline deadli
   OpenedStore out;
   if (parsed.kind == StoreUrl::Kind::file) {
     out.store = std::make_shared<FileStore>(parsed.path);
-    out.kind = "file";
     return out;
   }
   const Endpoint ep = resolve(parsed.host, parsed.port, str_cat("store URL '", url, "'"));
@@ -172,7 +171,6 @@ OpenedStore open_store(const std::string& url, bool host_server, Deadline deadli
                   "same CHORUS_STORE_SECRET (chorus-run does)");
   }
   out.store = std::make_shared<TcpStore>(ep, deadline, config.store_secret);
-  out.kind = "tcp";
   out.host = parsed.host;
   return out;
 }

@@ -37,11 +37,11 @@
 
 namespace chorus {
 
+// An open store: what open_store() hands back.
 struct OpenedStore {
   std::shared_ptr<Store> store;
   std::unique_ptr<TcpStoreServer> server;  // set on the rank that hosts it
-  std::string kind;                        // "file" or "tcp"
-  std::string host;                        // tcp: the server's host
+  std::string host;                        // tcp: the server's host; "" for a file store
 };
 
 // Opens "file:///dir" or "tcp://host:port" (parse_store_url in store_url.h). With tcp, `host_server` makes this
