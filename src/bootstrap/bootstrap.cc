@@ -110,24 +110,19 @@ void check_world_size(Store& scoped, const std::string& prefix, int rank, int si
     fail(ErrorCode::mismatch, "rank ", rank, " says world size ", size, ", rank 0 says ", theirs);
 }
 
-// A rank whose start-up failed tells the others through the store, so that
-// they fail now, with its reason, instead of waiting for it until the
-// deadline. The rank that hosts a tcp:// store then keeps serving it until
-// every rank has been told (each rank's one connection) and has left, for at
-// most kAbortLinger: a rank that starts late still reads the reason.
+// A rank whose start-up failed has told the others through the store
+// (bootstrap_over_store aborts it), so that they fail now, with its reason,
+// instead of waiting for it until the deadline. The rank that hosts a tcp://
+// store then keeps serving it until every rank has been told (each rank's one
+// connection) and has left, for at most kAbortLinger: a rank that starts late
+// still reads the reason.
 constexpr auto kAbortLinger = std::chrono::seconds(10);
 
-void abort_start_up(OpenedStore& opened, int size, const std::string& reason, Deadline deadline) {
-  try {
-    opened.store->abort(reason);
-  } catch (const Error&) {
-    // The store itself may be what failed; the others will time out.
-  }
-  if (opened.server) {
-    opened.store.reset();  // this rank's own connection
-    opened.server->wait_until_told(static_cast<size_t>(size),
-                                     std::min(deadline, Clock::now() + kAbortLinger));
-  }
+void linger_after_abort(OpenedStore& opened, int size, Deadline deadline) {
+  if (!opened.server) return;
+  opened.store.reset();  // this rank's own connection
+  opened.server->wait_until_told(static_cast<size_t>(size),
+                                 std::min(deadline, Clock::now() + kAbortLinger));
 }
 
 }  // namespace
@@ -159,7 +154,6 @@ OpenedStore open_store(const std::string& url, bool host_server, Deadline deadli
   OpenedStore out;
   if (parsed.kind == StoreUrl::Kind::file) {
     out.store = std::make_shared<FileStore>(parsed.path);
-    out.kind = "file";
     return out;
   }
   const Endpoint ep = resolve(parsed.host, parsed.port, str_cat("store URL '", url, "'"));
@@ -177,7 +171,6 @@ OpenedStore open_store(const std::string& url, bool host_server, Deadline deadli
                   "same CHORUS_STORE_SECRET (chorus-run does)");
   }
   out.store = std::make_shared<TcpStore>(ep, deadline, config.store_secret);
-  out.kind = "tcp";
   out.host = parsed.host;
   return out;
 }
@@ -267,27 +260,43 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
                                   std::move(tcp_t));
 }
 
+std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string& store_host,
+                                                int rank, int size, const Config& config,
+                                                Deadline deadline) {
+  try {
+    const std::string prefix = str_cat("chorus/comm", join(store, rank, deadline));
+    PrefixStore scoped(std::shared_ptr<Store>(&store, [](Store*) {}), prefix);
+    check_world_size(scoped, prefix, rank, size, deadline);
+    std::string address = config.tcp_address;
+    if (address.empty() && !store_host.empty())
+      address = local_address_towards(resolve(store_host, 0, "store host"));
+    auto transport =
+        connect_transport(scoped, rank, size, config.transport, config, address, deadline);
+    // Nobody leaves (and the process serving the store cannot stop) before
+    // every rank has finished its own set-up.
+    store_barrier(scoped, "ready", size, deadline);
+    return transport;
+  } catch (const Error& e) {
+    std::string reason = e.what();
+    if (reason.rfind("rank ", 0) != 0) reason = str_cat("rank ", rank, ": ", reason);
+    try {
+      store.abort(reason);
+    } catch (const Error&) {
+      // The store itself may be what failed; the others will time out.
+    }
+    throw Error(e.code(), reason);
+  }
+}
+
 std::unique_ptr<Transport> bootstrap_transport(const std::string& store_url, int rank, int size,
                                                const Config& config, Deadline deadline) {
   OpenedStore opened = open_store(store_url, rank == 0, deadline, config);
   try {
-    const std::string prefix = str_cat("chorus/comm", join(*opened.store, rank, deadline));
-    auto scoped = std::make_shared<PrefixStore>(opened.store, prefix);
-    check_world_size(*scoped, prefix, rank, size, deadline);
-    std::string address = config.tcp_address;
-    if (address.empty() && opened.kind == "tcp")
-      address = local_address_towards(resolve(opened.host, 0, "store host"));
-    auto transport =
-        connect_transport(*scoped, rank, size, config.transport, config, address, deadline);
-    // Nobody leaves (and rank 0 cannot stop serving the store) before every
-    // rank has finished its own set-up.
-    store_barrier(*scoped, "ready", size, deadline);
+    auto transport = bootstrap_over_store(*opened.store, opened.host, rank, size, config, deadline);
     return std::make_unique<BootstrappedTransport>(std::move(transport), std::move(opened));
-  } catch (const Error& e) {
-    std::string reason = e.what();
-    if (reason.rfind("rank ", 0) != 0) reason = str_cat("rank ", rank, ": ", reason);
-    abort_start_up(opened, size, reason, deadline);
-    throw Error(e.code(), reason);
+  } catch (const Error&) {
+    linger_after_abort(opened, size, deadline);
+    throw;
   }
 }
 

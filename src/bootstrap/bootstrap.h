@@ -17,6 +17,10 @@
 //   5. A store barrier: no rank leaves (nor stops serving the store) before
 //      every rank has finished its set-up.
 //
+// Steps 2 to 5 need only a Store: bootstrap_over_store() runs them over one
+// that is already open, whoever opened it: bootstrap_transport() over its own
+// (step 1), the torch backend (python/) over torch's c10d store.
+//
 // A rank whose start-up fails (a bad value in the store, a duplicate rank, a
 // timeout, ...) aborts the store with its error before it throws (Store::abort),
 // so that every other rank fails at once with that reason instead of waiting
@@ -33,11 +37,11 @@
 
 namespace chorus {
 
+// An open store: what open_store() hands back.
 struct OpenedStore {
   std::shared_ptr<Store> store;
   std::unique_ptr<TcpStoreServer> server;  // set on the rank that hosts it
-  std::string kind;                        // "file" or "tcp"
-  std::string host;                        // tcp: the server's host
+  std::string host;                        // tcp: the server's host; "" for a file store
 };
 
 // Opens "file:///dir" or "tcp://host:port" (parse_store_url in store_url.h). With tcp, `host_server` makes this
@@ -68,6 +72,19 @@ std::string host_identity();
 std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
                                              const std::string& transport, const Config& config,
                                              const std::string& tcp_address, Deadline deadline);
+
+// Steps 2 to 5 for one rank of a job over `store`, which every rank reaches
+// (the same store, or a prefix of it that is the same on every rank). The
+// transport comes back connected; it does not hold `store`, which is needed
+// no longer. `store_host` is the host that serves the store ("" where none
+// does, as for a file store): the address published to tcp peers is the one
+// that routes towards it, unless config.tcp_address names one (else
+// 127.0.0.1). config.transport forces a transport ("" = automatic). A failure
+// aborts `store` with the error, worded "rank R: ...", and throws it so.
+//   auto t = bootstrap_over_store(store, "", rank, size, config, deadline_after(60s));
+std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string& store_host,
+                                                int rank, int size, const Config& config,
+                                                Deadline deadline);
 
 // Steps 1 to 5 for one rank of a job: every rank calls it with the same store
 // URL and size. The transport comes back connected and owns the store it was

@@ -1,4 +1,5 @@
-// Bootstrap: store URLs, the host identity, and the launcher environment.
+// Bootstrap: store URLs, the host identity, start-up over a URL or over a store
+// opened elsewhere, and the launcher environment.
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store_url.h"
 #include "core/config.h"
@@ -218,6 +219,77 @@ TEST_P(StartUpFailure, AGoodStartUpStillStartsAndMayRepeat) {
 
 INSTANTIATE_TEST_SUITE_P(Stores, StartUpFailure, ::testing::Values("file", "tcp"),
                          [](const auto& p) { return p.param; });
+
+// --- the bootstrap over a store opened elsewhere -------------------------------------
+
+// What the torch backend does: bootstrap_over_store over a store that the
+// job opened itself, here a prefix of a FileStore (torch's group stores are
+// prefixes of its store). The ranks are threads; each one's error ("" when
+// it started) comes back, and the transports live until every rank is done.
+class ExternalStore {
+ public:
+  ExternalStore() {
+    std::string templ = (std::filesystem::temp_directory_path() / "chorus-ext.XXXXXX").string();
+    EXPECT_NE(::mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+    base_ = std::make_shared<FileStore>(dir_);
+    group_ = std::make_unique<PrefixStore>(base_, "group0");
+  }
+  ~ExternalStore() { std::filesystem::remove_all(dir_); }
+  Store& group() { return *group_; }
+
+  std::vector<std::string> start(const std::vector<int>& sizes) {
+    std::vector<std::string> errors(sizes.size());
+    std::vector<std::unique_ptr<Transport>> transports(sizes.size());
+    std::vector<std::thread> threads;
+    for (int r = 0; r < static_cast<int>(sizes.size()); ++r)
+      threads.emplace_back([&, r] {
+        try {
+          transports[static_cast<size_t>(r)] = bootstrap_over_store(
+              *group_, "", r, sizes[static_cast<size_t>(r)], quiet_config(), Clock::now() + 60s);
+        } catch (const Error& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    return errors;
+  }
+
+ private:
+  std::string dir_;
+  std::shared_ptr<FileStore> base_;
+  std::unique_ptr<PrefixStore> group_;
+};
+
+TEST(BootstrapOverStore, StartsAndMayRepeatOnOneStore) {
+  ExternalStore store;
+  for (int round = 0; round < 2; ++round)
+    for (const auto& e : store.start({3, 3, 3})) EXPECT_EQ(e, "") << "round " << round;
+}
+
+// A rank that another process claimed first fails, and its reason reaches
+// every other rank through the store (none waits until the deadline).
+TEST(BootstrapOverStore, ADuplicateRankFailsEveryRankWithItsReason) {
+  ExternalStore store;
+  store.group().add("chorus/rank1/claims", 1);
+  store.group().set("chorus/rank1/owner", {'o', 't', 'h', 'e', 'r'});
+  const auto start = Clock::now();
+  const auto errors = store.start({3, 3, 3});
+  EXPECT_LT(Clock::now() - start, 30s);
+  for (size_t r = 0; r < errors.size(); ++r) {
+    EXPECT_NE(errors[r].find("rank 1 joined twice: other and process "), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+    EXPECT_EQ(errors[r].rfind("rank " + std::to_string(r), 0), 0u) << errors[r];
+  }
+}
+
+TEST(BootstrapOverStore, DisagreeingWorldSizesAreNamed) {
+  ExternalStore store;
+  const auto errors = store.start({3, 3, 4});
+  for (size_t r = 0; r < errors.size(); ++r)
+    EXPECT_NE(errors[r].find("rank 2 says world size 4, rank 0 says 3"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+}
 
 TEST(ProcessIdentity, NamesThisProcess) {
   const std::string id = process_identity();

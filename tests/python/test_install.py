@@ -121,7 +121,7 @@ def test_without_torch_the_numpy_binding_alone(tmp_path):
     said = words(auto.stderr)
     assert "chorus: no torch found" in said and "building the numpy binding alone" in said, said
     ninja = (tmp_path / "auto" / "build.ninja").read_text()
-    assert "chorus_module.cc" in ninja and "torch_backend.cc" not in ninja
+    assert "src/numpy_binding/module.cc" in ninja and "src/torch_backend/" not in ninja
     assert "CHORUS_TORCH_BACKEND:INTERNAL=OFF" in (tmp_path / "auto" / "CMakeCache.txt").read_text()
 
     on = configure(tmp_path, "on", "-DCHORUS_BUILD_TORCH=ON", env=env)
@@ -132,7 +132,7 @@ def test_without_torch_the_numpy_binding_alone(tmp_path):
     off = configure(tmp_path, "off", "-DCHORUS_BUILD_TORCH=OFF", env=clean_env())
     assert off.returncode == 0, off.stdout + off.stderr
     assert "CHORUS_BUILD_TORCH=OFF: building the numpy binding alone" in off.stdout
-    assert "torch_backend.cc" not in (tmp_path / "off" / "build.ninja").read_text()
+    assert "src/torch_backend/" not in (tmp_path / "off" / "build.ninja").read_text()
 
     bad = configure(tmp_path, "bad", "-DCHORUS_BUILD_TORCH=maybe", env=clean_env())
     assert bad.returncode != 0, bad.stdout + bad.stderr

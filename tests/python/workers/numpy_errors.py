@@ -11,20 +11,7 @@ import sys
 import numpy as np
 
 import chorus
-
-
-def expect(cls, fn, *needles):
-    """Runs fn(); it must raise `cls` with every needle in the message."""
-    try:
-        fn()
-    except cls as e:
-        text = str(e)
-        for needle in needles:
-            assert needle in text, f"{cls.__name__} message lacks {needle!r}: {text}"
-        return e
-    except BaseException as e:  # noqa: BLE001 - anything else is the failure reported
-        raise AssertionError(f"expected {cls.__name__}, got {type(e).__name__}: {e}") from e
-    raise AssertionError(f"expected {cls.__name__}, nothing was raised")
+from expect import expect
 
 
 def class_tree():

@@ -27,6 +27,7 @@ import traceback
 import numpy as np
 
 import chorus
+from expect import expect
 
 
 def interrupted(call):
@@ -56,15 +57,6 @@ def interrupted(call):
     raise AssertionError("the call returned")
 
 
-def expect_aborted(fn, what):
-    try:
-        fn()
-    except chorus.AbortedError as e:
-        assert "KeyboardInterrupt" in str(e), e
-        return
-    raise AssertionError(f"{what}: no AbortedError")
-
-
 def main():
     sync = chorus.init()
     assert sync.size == 2, "run with -n 2"
@@ -82,9 +74,10 @@ def main():
     sync.barrier()
     if rank == 0:
         interrupted(lambda: comm.recv(np.zeros(4, np.float32), 1, timeout=120))
-        expect_aborted(lambda: comm.barrier(), "rank 0's next call")
+        expect(chorus.AbortedError, lambda: comm.barrier(), "KeyboardInterrupt")
     else:
-        expect_aborted(lambda: comm.recv(np.zeros(4, np.float32), 0, timeout=120), "rank 1")
+        expect(chorus.AbortedError, lambda: comm.recv(np.zeros(4, np.float32), 0, timeout=120),
+               "KeyboardInterrupt")
     comm.close()
 
     # Round 2: a blocked AllReduce.
@@ -92,7 +85,7 @@ def main():
     sync.barrier()
     if rank == 0:
         interrupted(lambda: comm.allreduce(np.ones(1 << 20, np.float32), timeout=120))
-        expect_aborted(lambda: comm.barrier(), "rank 0's next call")
+        expect(chorus.AbortedError, lambda: comm.barrier(), "KeyboardInterrupt")
         sync.send(np.ones(1), 1)
     else:
         sync.recv(np.zeros(1), 0, timeout=120)
@@ -103,7 +96,7 @@ def main():
     sync.barrier()
     if rank == 0:
         interrupted(lambda: comm.window(1 << 20))
-        expect_aborted(lambda: comm.barrier(), "rank 0's next call")
+        expect(chorus.AbortedError, lambda: comm.barrier(), "KeyboardInterrupt")
         sync.send(np.ones(1), 1)
     else:
         sync.recv(np.zeros(1), 0, timeout=120)

@@ -22,24 +22,11 @@ import sys
 import numpy as np
 
 import chorus
+from expect import expect
 from refs import NUMPY_DTYPES, OPS, check_equal, data, in_window_map, reduce_ref, window_maps
 
 COUNTS = [1, 7, 1031, 65537]
 ALGORITHMS = [None, "one_shot", "two_shot"]
-
-
-def expect(cls, fn, *needles):
-    """Runs fn(); it must raise `cls` with every needle in the message."""
-    try:
-        fn()
-    except cls as e:
-        text = str(e)
-        for needle in needles:
-            assert needle in text, f"{cls.__name__} message lacks {needle!r}: {text}"
-        return e
-    except BaseException as e:  # noqa: BLE001 - anything else is the failure reported
-        raise AssertionError(f"expected {cls.__name__}, got {type(e).__name__}: {e}") from e
-    raise AssertionError(f"expected {cls.__name__}, nothing was raised")
 
 
 def window_objects(comm):

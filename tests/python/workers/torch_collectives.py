@@ -95,6 +95,24 @@ class Suite:
             check(value[0], t, "all_reduce future value")
             self.calls += 2
 
+    def all_reduce_coalesced(self, dtype, count):
+        """Tensors of two sizes, one of them non-contiguous, reduced in one call."""
+        for name in ["sum", "max"]:
+            a = self.everyone(count, dtype, name, salt=50)
+            b = self.everyone(2 * (count + 3), dtype, name, salt=51)
+            ta = a[self.rank].clone()
+            tb = b[self.rank].clone().reshape(2, -1).t()
+            # torch returns the Work's future here, not the Work.
+            future = dist.all_reduce_coalesced([ta, tb], op=OPS[name], async_op=True)
+            value = future.wait()
+            check(ta, reduce_ref(a, name, dtype), f"all_reduce_coalesced {name} {dtype} x{count}")
+            check(tb, reduce_ref(b, name, dtype).reshape(2, -1).t(),
+                  f"all_reduce_coalesced non-contiguous {name} {dtype} x{count}")
+            assert len(value) == 2, value
+            check(value[0], ta, "all_reduce_coalesced future value 0")
+            check(value[1], tb, "all_reduce_coalesced future value 1")
+            self.calls += 1
+
     def broadcast(self, dtype, count):
         for root in range(self.n):
             inputs = self.everyone(count, dtype, salt=root + 1)
@@ -266,6 +284,7 @@ def main():
         for dtype in DTYPES:
             for count in COUNTS:
                 suite.all_reduce(dtype, count)
+                suite.all_reduce_coalesced(dtype, count)
                 suite.broadcast(dtype, count)
                 suite.reduce(dtype, count)
                 suite.all_gather(dtype, count)

@@ -14,18 +14,7 @@ import torch.distributed as dist
 
 import chorus
 import chorus.torch  # noqa: F401
-
-
-def expect(cls, fn, *needles):
-    try:
-        fn()
-    except cls as e:
-        for needle in needles:
-            assert needle in str(e), f"{cls.__name__} message lacks {needle!r}: {e}"
-        return e
-    except BaseException as e:  # noqa: BLE001
-        raise AssertionError(f"expected {cls.__name__}, got {type(e).__name__}: {e}") from e
-    raise AssertionError(f"expected {cls.__name__}, nothing was raised")
+from expect import expect
 
 
 def unsupported(rank):

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 import chorus
 import chorus.torch
+from expect import expect
 from refs import in_window_map, window_maps
 from torch_collectives import DTYPES, OPS, check, data, reduce_ref
 
@@ -29,18 +30,6 @@ COUNTS = [1, 7, 1031, 65537]
 # gloo reduces these (no bfloat16, no AVG).
 GLOO_DTYPES = [d for d in DTYPES if d != torch.bfloat16]
 GLOO_OPS = ["sum", "prod", "min", "max"]
-
-
-def expect(cls, fn, *needles):
-    try:
-        fn()
-    except cls as e:
-        for needle in needles:
-            assert needle in str(e), f"{cls.__name__} message lacks {needle!r}: {e}"
-        return e
-    except BaseException as e:  # noqa: BLE001
-        raise AssertionError(f"expected {cls.__name__}, got {type(e).__name__}: {e}") from e
-    raise AssertionError(f"expected {cls.__name__}, nothing was raised")
 
 
 def in_window(t):

@@ -1,0 +1,162 @@
+// The calls of chorus.Communicator (calls.h).
+#include "numpy_binding/calls.h"
+
+#include "numpy_binding/buffers.h"
+#include "numpy_binding/communicator.h"
+#include "numpy_binding/errors.h"
+
+namespace py = pybind11;
+
+namespace chorus::python {
+namespace {
+
+using Comm = PyCommunicator;
+using Request = PyCommunicator::Request;
+using Access = BufferView::Access;
+
+// A request named `what`, whose buffers the helpers below add before its
+// Call is made.
+Request new_request(const char* what) {
+  Request r;
+  r.what = what;
+  return r;
+}
+
+CallOptions options_of(const Request& r, const Keywords& kw) {
+  return call_options(kw.algorithm, kw.timeout, r.what);
+}
+
+// x, the call's input, held while the call runs.
+const BufferView& add_input(Request& r, py::handle x, Access access = Access::read) {
+  r.views.push_back(std::make_unique<BufferView>(x, access, r.what, "x"));
+  return *r.views.back();
+}
+
+// The call writes into `out` when given (returned as is), else into a new
+// array of `shape`; returns where.
+void* add_output(Request& r, py::object out, DataType type, size_t count,
+                 const std::vector<py::ssize_t>& shape) {
+  if (out.is_none()) out = new_array(type, shape);
+  auto v = out_view(out, r.what, type, count);
+  void* data = v->data();
+  r.views.push_back(std::move(v));
+  r.result = std::move(out);
+  return data;
+}
+
+// The first axis of x split into `parts` blocks (reduce_scatter, alltoall).
+size_t first_axis_blocks(const BufferView& x, int parts, const std::string& call) {
+  if (x.ndim() < 1) invalid(call + ": x must have at least one axis, it is a scalar");
+  const auto first = static_cast<size_t>(x.shape()[0]);
+  if (first % static_cast<size_t>(parts) != 0)
+    invalid(call + ": x's first axis (" + std::to_string(first) +
+            ") is not a multiple of the communicator size " + std::to_string(parts));
+  return first / static_cast<size_t>(parts);
+}
+
+}  // namespace
+
+py::object allreduce(py::object self, py::handle x, py::handle op, py::object out, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("allreduce");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& in = add_input(r, x);
+  const ReduceOp reduce_op = parse_op(op, r.what);
+  void* dst = add_output(r, std::move(out), in.type(), in.count(), in.shape());
+  r.call = Call::allreduce(in.data(), dst, in.count(), in.type(), reduce_op, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object allgather(py::object self, py::handle x, py::object out, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("allgather");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& in = add_input(r, x);
+  std::vector<py::ssize_t> shape = in.shape();
+  shape.insert(shape.begin(), c.size());
+  void* dst =
+      add_output(r, std::move(out), in.type(), in.count() * static_cast<size_t>(c.size()), shape);
+  r.call = Call::allgather(in.data(), dst, in.count(), in.type(), options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object reduce_scatter(py::object self, py::handle x, py::handle op, py::object out,
+                          Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("reduce_scatter");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& in = add_input(r, x);
+  const size_t k = first_axis_blocks(in, c.size(), r.what);
+  std::vector<py::ssize_t> shape = in.shape();
+  shape[0] = static_cast<py::ssize_t>(k);
+  const ReduceOp reduce_op = parse_op(op, r.what);
+  const size_t count = in.count() / static_cast<size_t>(c.size());
+  void* dst = add_output(r, std::move(out), in.type(), count, shape);
+  r.call = Call::reduce_scatter(in.data(), dst, count, in.type(), reduce_op, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object broadcast(py::object self, py::object x, int root, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("broadcast");
+  const CallOptions options = options_of(r, kw);
+  // The root only reads x; the others write it.
+  const BufferView& v = add_input(r, x, c.rank() == root ? Access::read : Access::write);
+  r.result = std::move(x);
+  r.call = Call::broadcast(v.data(), v.data(), v.count(), v.type(), root, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object reduce(py::object self, py::handle x, int root, py::handle op, py::object out,
+                  Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("reduce");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& in = add_input(r, x);
+  const ReduceOp reduce_op = parse_op(op, r.what);
+  // Only the root has a result.
+  void* dst =
+      c.rank() == root ? add_output(r, std::move(out), in.type(), in.count(), in.shape()) : nullptr;
+  r.call = Call::reduce(in.data(), dst, in.count(), in.type(), reduce_op, root, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object alltoall(py::object self, py::handle x, py::object out, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("alltoall");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& in = add_input(r, x);
+  first_axis_blocks(in, c.size(), r.what);
+  void* dst = add_output(r, std::move(out), in.type(), in.count(), in.shape());
+  r.call = Call::alltoall(in.data(), dst, in.count() / static_cast<size_t>(c.size()), in.type(),
+                          options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object barrier(py::object self, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("barrier");
+  r.call = Call::barrier(options_of(r, kw));
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object send(py::object self, py::handle x, int peer, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("send");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& in = add_input(r, x);
+  r.call = Call::send_to(in.data(), in.count(), in.type(), peer, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object recv(py::object self, py::object x, int peer, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("recv");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& v = add_input(r, x, Access::write);
+  r.result = std::move(x);
+  r.call = Call::recv_from(v.data(), v.count(), v.type(), peer, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+}  // namespace chorus::python

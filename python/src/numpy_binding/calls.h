@@ -1,0 +1,38 @@
+// The calls of chorus.Communicator (allreduce, ..., send, recv): each checks
+// its buffers, builds the chorus::Call and its result (a new array, or `out`)
+// and runs it through PyCommunicator::run, blocking or (async_op) not.
+//   comm.allreduce(x, "sum", out=None, algorithm=None, timeout=None, async_op=False)
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+
+namespace chorus::python {
+
+// The keywords every call takes.
+struct Keywords {
+  std::optional<std::string> algorithm;
+  std::optional<double> timeout;
+  bool async_op = false;
+};
+
+// `self` is the chorus.Communicator; x, out and the results as module.cc
+// documents them.
+pybind11::object allreduce(pybind11::object self, pybind11::handle x, pybind11::handle op,
+                           pybind11::object out, Keywords kw);
+pybind11::object allgather(pybind11::object self, pybind11::handle x, pybind11::object out,
+                           Keywords kw);
+pybind11::object reduce_scatter(pybind11::object self, pybind11::handle x, pybind11::handle op,
+                                pybind11::object out, Keywords kw);
+pybind11::object broadcast(pybind11::object self, pybind11::object x, int root, Keywords kw);
+pybind11::object reduce(pybind11::object self, pybind11::handle x, int root, pybind11::handle op,
+                        pybind11::object out, Keywords kw);
+pybind11::object alltoall(pybind11::object self, pybind11::handle x, pybind11::object out,
+                          Keywords kw);
+pybind11::object barrier(pybind11::object self, Keywords kw);
+pybind11::object send(pybind11::object self, pybind11::handle x, int peer, Keywords kw);
+pybind11::object recv(pybind11::object self, pybind11::object x, int peer, Keywords kw);
+
+}  // namespace chorus::python

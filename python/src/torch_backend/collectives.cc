@@ -1,0 +1,230 @@
+// The calls of ProcessGroupChorus (process_group.h) that are one chorus
+// collective each: the tensors are checked and staged here, in the calling
+// thread, and the worker submits the collective's chorus::Call.
+#include "torch_backend/process_group.h"
+
+namespace chorus::torch_backend {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
+                                                             const c10d::BroadcastOptions& opts) {
+  const std::string call = "broadcast";
+  at::Tensor& t = single(tensors, call);
+  if (opts.rootTensor != 0) unsupported(call, "rootTensor must be 0 (one tensor per process)");
+  const int root = root_rank(opts.rootRank, call);
+  const Elements e = elements(t, call, false);
+  const Staged s = stage(t, Use::read_write);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::BROADCAST, call, {t}, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(
+            c.submit(Call::broadcast(s.data(), s.data(), e.count, e.type, root, options)));
+      },
+      [s] { s.write_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
+                                                             const c10d::AllreduceOptions& opts) {
+  const std::string call = "all_reduce";
+  at::Tensor& t = single(tensors, call);
+  const Elements e = elements(t, call, true);
+  const ReduceOp op = chorus_op(opts.reduceOp, call);
+  const Staged s = stage(t, Use::read_write);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::ALLREDUCE, call, {t}, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(
+            c.submit(Call::allreduce(s.data(), s.data(), e.count, e.type, op, options)));
+      },
+      [s] { s.write_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const std::string call = "all_reduce_coalesced";
+  std::vector<Elements> counts;
+  std::vector<Staged> staged;
+  for (const at::Tensor& t : tensors) {
+    check_tensor(t, call);
+    counts.push_back(elements(t, call, true));
+    staged.push_back(stage(t, Use::read_write));
+  }
+  const ReduceOp op = chorus_op(opts.reduceOp, call);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::ALLREDUCE_COALESCED, call, tensors, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        for (size_t i = 0; i < staged.size(); ++i)
+          calls.push_back(c.submit(Call::allreduce(staged[i].data(), staged[i].data(),
+                                                   counts[i].count, counts[i].type, op, options)));
+      },
+      [staged] {
+        for (const Staged& s : staged) s.write_back();
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  const std::string call = "reduce";
+  at::Tensor& t = single(tensors, call);
+  if (opts.rootTensor != 0) unsupported(call, "rootTensor must be 0 (one tensor per process)");
+  const int root = root_rank(opts.rootRank, call);
+  const Elements e = elements(t, call, true);
+  const ReduceOp op = chorus_op(opts.reduceOp, call);
+  const Staged s = stage(t, Use::read_write);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::REDUCE, call, {t}, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(
+            c.submit(Call::reduce(s.data(), s.data(), e.count, e.type, op, root, options)));
+      },
+      [s] { s.write_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const std::string call = "all_gather";
+  at::Tensor& in = single(inputs, call);
+  if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
+    unsupported(call, "takes one list of " + std::to_string(size_) + " output tensors");
+  std::vector<at::Tensor>& list = outputs[0];
+  for (size_t j = 0; j < list.size(); ++j)
+    check_like(list[j], in, call, "output " + std::to_string(j), in.numel());
+  const Elements e = elements(in, call, false);
+  const Staged src = stage(in, Use::read);
+  at::Tensor joined = as_one_buffer(list);
+  const bool direct = joined.defined();
+  if (!direct) joined = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::ALLGATHER, call, list, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(
+            c.submit(Call::allgather(src.data(), joined.data_ptr(), e.count, e.type, options)));
+      },
+      [=] {
+        if (direct) return;
+        for (size_t j = 0; j < list.size(); ++j)
+          list[j].copy_(joined.narrow(0, static_cast<int64_t>(j) * in.numel(), in.numel())
+                            .view(list[j].sizes()));
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  const std::string call = "all_gather_into_tensor";
+  check_tensor(input, call);
+  check_like(output, input, call, "the output", input.numel() * size_);
+  const Elements e = elements(input, call, false);
+  const Staged dst = stage(output, Use::write);
+  const Staged src = stage(input, Use::read);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::_ALLGATHER_BASE, call, {output}, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(
+            c.submit(Call::allgather(src.data(), dst.data(), e.count, e.type, options)));
+      },
+      [dst] { dst.write_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const std::string call = "reduce_scatter";
+  at::Tensor& out = single(outputs, call);
+  if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
+    unsupported(call, "takes one list of " + std::to_string(size_) + " input tensors");
+  const std::vector<at::Tensor>& list = inputs[0];
+  for (size_t j = 0; j < list.size(); ++j)
+    check_like(list[j], out, call, "input " + std::to_string(j), out.numel());
+  const Elements e = elements(out, call, true);
+  const ReduceOp op = chorus_op(opts.reduceOp, call);
+  at::Tensor joined = as_one_buffer(list);
+  if (!joined.defined()) {
+    joined = at::empty({static_cast<int64_t>(size_) * out.numel()}, out.options());
+    for (size_t j = 0; j < list.size(); ++j)
+      joined.narrow(0, static_cast<int64_t>(j) * out.numel(), out.numel())
+          .view(list[j].sizes())
+          .copy_(list[j]);
+  }
+  const Staged dst = stage(out, Use::write);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::REDUCE_SCATTER, call, {out}, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(c.submit(
+            Call::reduce_scatter(joined.data_ptr(), dst.data(), e.count, e.type, op, options)));
+      },
+      [dst] { dst.write_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const std::string call = "reduce_scatter_tensor";
+  check_tensor(output, call);
+  check_like(input, output, call, "the input", output.numel() * size_);
+  const Elements e = elements(output, call, true);
+  const ReduceOp op = chorus_op(opts.reduceOp, call);
+  const Staged dst = stage(output, Use::write);
+  const Staged src = stage(input, Use::read);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::_REDUCE_SCATTER_BASE, call, {output}, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(
+            c.submit(Call::reduce_scatter(src.data(), dst.data(), e.count, e.type, op, options)));
+      },
+      [dst] { dst.write_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
+  const std::string call = "all_to_all_single";
+  check_tensor(input, call);
+  check_tensor(output, call);
+  if (output.scalar_type() != input.scalar_type())
+    unsupported(call, std::string("the output has dtype ") + c10::toString(output.scalar_type()) +
+                          ", the input " + c10::toString(input.scalar_type()));
+  const CallOptions options = call_options(opts.timeout);
+  const Staged dst = stage(output, Use::write);
+  const Staged src = stage(input, Use::read);
+  if (output_splits.empty() && input_splits.empty()) {
+    if (input.numel() % size_ != 0 || output.numel() != input.numel())
+      unsupported(call,
+                  "equal splits need input and output of the same number of elements, a "
+                  "multiple of the group size " +
+                      std::to_string(size_) + " (input " + std::to_string(input.numel()) +
+                      ", output " + std::to_string(output.numel()) + ")");
+    Elements e = elements(input, call, false);
+    e.count /= static_cast<size_t>(size_);
+    return enqueue(
+        c10d::OpType::ALLTOALL_BASE, call, {output}, false,
+        [=](Communicator& c, std::vector<chorus::Work>& calls) {
+          calls.push_back(
+              c.submit(Call::alltoall(src.data(), dst.data(), e.count, e.type, options)));
+        },
+        [dst] { dst.write_back(); });
+  }
+  // Uneven splits (rows of the first dimension): one message per peer.
+  const std::vector<Block> send = split_rows(input, input_splits, call, "input");
+  const std::vector<Block> recv = split_rows(output, output_splits, call, "output");
+  return exchange(c10d::OpType::ALLTOALL_BASE, call, {output}, src, send, dst, recv, options);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
+  const std::string call = "barrier";
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::BARRIER, call, {}, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        calls.push_back(c.submit(Call::barrier(options)));
+      },
+      [] {});
+}
+
+}  // namespace chorus::torch_backend

@@ -1,0 +1,64 @@
+// chorus.torch._backend: the Python module of the torch backend; it defines
+// ProcessGroupChorus (process_group.h) for chorus/torch/__init__.py, which
+// registers it with torch.distributed as "chorus".
+#include "torch_backend/process_group.h"
+
+#include <chorus/error.h>
+
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_backend, m) {
+  using chorus::torch_backend::ProcessGroupChorus;
+  m.doc() = "chorus as a torch.distributed backend (import chorus.torch registers it)";
+  py::module_::import("torch.distributed");  // c10d's classes, the base of ours
+  py::class_<ProcessGroupChorus, c10::intrusive_ptr<ProcessGroupChorus>, c10d::ProcessGroup>(
+      m, "ProcessGroupChorus", "A torch.distributed process group over one chorus communicator.")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       double timeout_seconds) {
+             if (!(timeout_seconds > 0))
+               throw chorus::Error(chorus::ErrorCode::invalid_argument,
+                                   "chorus backend: the timeout must be positive seconds");
+             const double ms = std::ceil(timeout_seconds * 1000.0);
+             const auto timeout = ms >= 1e15
+                                      ? std::chrono::milliseconds::max()
+                                      : std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+             return c10::make_intrusive<ProcessGroupChorus>(store, rank, size, timeout);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Meets the other ranks through `store` (a c10d Store); timeout in seconds.")
+      .def("abort", &ProcessGroupChorus::abort, py::arg("reason"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Aborts the communicator: pending and later calls fail here, and the peers raise "
+           "chorus.AbortedError naming this rank and the reason.")
+      .def_property_readonly("transport", &ProcessGroupChorus::transport_name,
+                             "The name of the chorus transport under this group (shm, tcp, ...).")
+      .def("flight_record", &ProcessGroupChorus::flight_record,
+           "This rank's last 64 chorus calls as JSON text.")
+      .def(
+          "empty",
+          [](ProcessGroupChorus& pg, const std::vector<int64_t>& size, py::handle dtype) {
+            if (!THPDtype_Check(dtype.ptr()))
+              throw chorus::Error(chorus::ErrorCode::invalid_argument,
+                                  std::string("chorus backend: empty: dtype must be a "
+                                              "torch.dtype, not ") +
+                                      Py_TYPE(dtype.ptr())->tp_name);
+            const at::ScalarType type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+            at::Tensor t;
+            {
+              py::gil_scoped_release nogil;
+              t = pg.empty(size, type);
+            }
+            return t;
+          },
+          py::arg("size"), py::arg("dtype"),
+          "A collective: a CPU tensor of size and dtype in a new shared window of this group's "
+          "communicator (shm only). Calls on tensors in windows read the peers' data in "
+          "place. chorus.torch.empty is the front end.");
+}

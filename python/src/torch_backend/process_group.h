@@ -1,0 +1,175 @@
+// ProcessGroupChorus: chorus as a torch.distributed backend (torch 1.13's
+// c10d extension API). chorus/torch/__init__.py registers it as "chorus":
+//
+//   import chorus.torch
+//   dist.init_process_group("chorus")          # env://, file://, tcp://
+//   dist.all_reduce(t)                         # through ProcessGroupChorus
+//
+// The group meets its peers through the c10d Store that torch hands it
+// (start_up.h) and keeps one chorus Communicator. Every call checks its
+// tensors in the calling thread (tensors.h), then is queued to one worker
+// thread, which alone uses the communicator (one thread at a time, in call
+// order, as chorus requires) and completes the call's ChorusWork (work.h)
+// and its future when the call ends. Each call is built as chorus::Calls,
+// submitted through Communicator::submit. Collectives the C++ API lacks
+// (gather, scatter, uneven all_to_all) are composed of point-to-point calls.
+//
+// The worker blocks in chorus's wait while only collectives are in flight:
+// those complete without any later call of this rank. A user's send or recv
+// may wait for a call this rank has not queued yet (isend, then recv), so
+// while one is in flight the worker polls and keeps taking new calls.
+//
+// The methods are defined in three files: process_group.cc (the group, its
+// worker and windows), collectives.cc (the calls that are one chorus
+// collective) and point_to_point.cc (the calls made of messages).
+#pragma once
+
+#include "torch_backend/tensors.h"
+#include "torch_backend/work.h"
+
+#include <chorus/communicator.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace chorus::torch_backend {
+
+class ProcessGroupChorus final : public c10d::ProcessGroup {
+ public:
+  // Connects this rank's communicator through `store` (start_up.h); every
+  // call's deadline is `timeout`.
+  ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                     std::chrono::milliseconds timeout);
+  // Ends the worker; calls still unfinished are aborted first (the peers
+  // learn why).
+  ~ProcessGroupChorus() override;
+
+  const std::string getBackendName() const override { return "chorus"; }
+
+  // Communicator::abort: pending and later calls fail here and on the peers.
+  void abort(const std::string& reason) { comm_.abort(reason); }
+  // The chorus transport under the group ("shm", "tcp", ...).
+  std::string transport_name() const { return comm_.transport(); }
+  // This rank's last 64 chorus calls as JSON.
+  std::string flight_record() const { return comm_.flight_record(); }
+
+  // A collective, queued like every call: a tensor of `sizes` in a new window
+  // of the communicator (Communicator::window), whose memory lives as long as
+  // the tensor's storage. Calls whose tensors all lie in windows read the
+  // peers' data in place. Blocks until every rank has made the window.
+  at::Tensor empty(const std::vector<int64_t>& sizes, at::ScalarType type);
+
+  // One chorus collective each (collectives.cc).
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  // One AllReduce per tensor, all in one call (one Work).
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  // Equal splits: one AllToAll; uneven ones: messages (exchange()).
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Made of point-to-point messages (point_to_point.cc).
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+ private:
+  // What a queued call submits to chorus (on the worker): it appends the
+  // Work of every chorus call it starts.
+  using Start = std::function<void(Communicator&, std::vector<chorus::Work>&)>;
+
+  // One queued call: what it submits (start) and what it does once every
+  // chorus call of it has succeeded (finish: copies back into the caller's
+  // tensors). The tensors they capture stay alive until then.
+  struct Op {
+    c10::intrusive_ptr<ChorusWork> work;
+    bool user_p2p = false;  // a user's send or recv: see the file comment
+    Start start;
+    std::function<void()> finish;
+    std::vector<chorus::Work> calls;
+  };
+
+  // A run of elements of a tensor, in bytes (for uneven all_to_all).
+  struct Block {
+    size_t offset = 0;
+    size_t bytes = 0;
+  };
+
+  // `root` as a rank of this group, or unsupported().
+  int root_rank(int64_t root, const std::string& call) const;
+  // `peer` is another rank of this group, or unsupported().
+  void check_peer(int peer, const std::string& call) const;
+  // The k-th send from a to b matches the k-th recv at b from a, and their
+  // tags must agree (a different tag raises mismatch on both): tags check
+  // the order, they do not reorder messages as gloo's do.
+  static CallOptions tagged(int tag, const std::string& call);
+  // The rows of `t` (named `what`) as one block per rank: `splits` rows each,
+  // or equal blocks when `splits` is empty.
+  std::vector<Block> split_rows(const at::Tensor& t, const std::vector<int64_t>& splits,
+                                const std::string& call, const char* what) const;
+  // Block j of src goes to rank j, block j of dst comes from rank j.
+  c10::intrusive_ptr<c10d::Work> exchange(c10d::OpType type, const std::string& call,
+                                          std::vector<at::Tensor> outputs, const Staged& src,
+                                          const std::vector<Block>& send, const Staged& dst,
+                                          const std::vector<Block>& recv,
+                                          const CallOptions& options);
+
+  // Queues a call for the worker and returns its Work.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const std::string& call,
+                                         std::vector<at::Tensor> outputs, bool user_p2p,
+                                         Start start, std::function<void()> finish);
+  // Ends an op whose chorus calls have all ended (or that failed to start).
+  void complete(Op& op, std::exception_ptr error);
+  // The worker thread.
+  void run();
+  void shut_down();
+
+  Communicator comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Op>> queue_;
+  int unfinished_ = 0;  // queued or in flight, under mu_
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace chorus::torch_backend

@@ -1,0 +1,42 @@
+// ChorusWork: the c10d::Work that every call of the torch backend returns.
+// The process group's worker completes it once the call's chorus calls have
+// ended; its future's value is the call's output tensors (DDP's reducer and
+// comm hooks wait on the future).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace chorus::torch_backend {
+
+class ChorusWork final : public c10d::Work {
+ public:
+  // `what` names the call in a Work.wait timeout ("all_reduce").
+  ChorusWork(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+
+  // Waits for the call; rethrows its error. A `timeout` (0: none) that passes
+  // first raises chorus's timeout error; the call itself goes on.
+  bool wait(std::chrono::milliseconds timeout) override;
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  // The worker's: the future first, so that a wait() that returns finds it
+  // completed too. `error` null: the call succeeded.
+  void complete(std::exception_ptr error);
+
+ private:
+  std::string what_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace chorus::torch_backend
