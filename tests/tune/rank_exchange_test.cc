@@ -131,9 +131,9 @@ TEST(RankExchange, OneRankAloneExchangesNothing) {
 
 TEST(RankExchange, MessagesCarryTheStampGiven) {
   const CallStamp stamp =
-      collective_stamp(7, Collective::allreduce, 1, DataType::float32, true, ReduceOp::sum, 3, 0);
+      collective_stamp(7, Collective::allreduce, 1, DataType::float32, ReduceOp::sum, 3, 0);
   const CallStamp other =
-      collective_stamp(8, Collective::allreduce, 1, DataType::float32, true, ReduceOp::sum, 3, 0);
+      collective_stamp(8, Collective::allreduce, 1, DataType::float32, ReduceOp::sum, 3, 0);
   // Sender and receiver with the same stamp: delivered.
   int got = 0;
   on_ranks(2, [&](Transport& t) {
