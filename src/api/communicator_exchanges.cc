@@ -1,0 +1,149 @@
+// The exchanges a communicator runs outside the user's own calls: the records
+// of shared windows (an allgather run as an ordinary call, or as a part of the
+// one-sided call that needs it), a one-sided call's set-up before its first
+// op, and the alignment of trace clocks at creation.
+#include "api/call_site.h"
+#include "api/communicator_impl.h"
+
+#include "core/check.h"
+#include "exec/trace.h"
+
+#include <climits>
+#include <utility>
+
+namespace chorus {
+namespace detail {
+
+std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord& mine) {
+  // A ring allgather of the records' bytes.
+  const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
+  CHORUS_CHECK(ring != nullptr);
+  const CollectiveSpec spec{Collective::allgather, size_, rank_, sizeof(WindowRecord), 1, 0};
+  auto program = prepare(build_program(*ring, spec));
+  std::vector<WindowRecord> all(static_cast<size_t>(size_));
+  std::vector<std::byte> scratch(program->program.scratch_count);
+  CallStamp stamp;
+  Deadline deadline;
+  CallLabel label{"window exchange", "ring"};
+  if (exchange_call_) {
+    // Part of a one-sided call: its stamp, so that ranks in different calls
+    // meet as a mismatch, and its deadline.
+    stamp = exchange_call_->stamp;
+    deadline = exchange_call_->deadline;
+    label = CallLabel{exchange_call_->collective, exchange_call_->algorithm};
+  } else {
+    stamp = collective_stamp(++collective_seq_, Collective::allgather, algorithm_stamp_id(*ring),
+                             DataType::uint8, ReduceOp::sum, sizeof(WindowRecord), 0);
+    begin_call(stamp);
+    deadline = deadline_after(config_.timeout, Clock::now());
+  }
+  auto exec = std::make_shared<Execution>(program, ExecBuffers{&mine, all.data(), scratch.data()},
+                                          DataType::uint8, ReduceOp::sum, label, deadline, stamp);
+  try {
+    engine_.enqueue(exec);
+    engine_.wait(*exec);
+  } catch (...) {
+    fail_all(std::current_exception());
+    std::rethrow_exception(broken_);
+  }
+  return all;
+}
+
+std::shared_ptr<SharedWindow> CommunicatorImpl::create_window(size_t bytes) {
+  CallGuard guard(call_state_);
+  enter_call();
+  const CallSite where{rank(), "window"};
+  if (!windows_)
+    fail(ErrorCode::invalid_argument, where, "the ranks of this communicator share no memory (",
+         transport_->name(), "): windows need every rank on one host, over shm or inproc");
+  // Earlier calls first: the exchange is a collective call behind them.
+  for (const auto& w : outstanding_) engine_.wait(w->exec);
+  retire_done();
+  return windows_->create_user_window(bytes);
+}
+
+void CommunicatorImpl::prepare_one_sided(const Call& call, const CollectiveSpec& spec,
+                                         const PreparedProgram& prepared, const CallStamp& stamp,
+                                         Deadline deadline) {
+  // A one-sided call runs alone: its flags and the staging window are the
+  // communicator's, one call's at a time.
+  for (const auto& w : outstanding_) engine_.wait(w->exec);
+  retire_done();
+  const Program& program = prepared.program;
+  const size_t es = spec.elem_size;
+  exchange_call_ = ExchangeCall{stamp, deadline, to_string(call.collective),
+                                algorithm_of_stamp_id(stamp.algorithm)};
+  struct Reset {
+    std::optional<ExchangeCall>& c;
+    ~Reset() { c.reset(); }
+  } reset{exchange_call_};
+  windows_->ensure_control();
+  windows_->publish_stamp(stamp);
+  windows_->ensure_staging(checked_mul(program.window_count, es, "staging window size"));
+  SharedPlace input;
+  SharedPlace output;
+  if (spec.window_buffers) {
+    const BufferCounts counts = buffer_counts(spec);
+    CHORUS_CHECK(windows_->find_user_window(call.send, counts.input * es, input));
+    CHORUS_CHECK(windows_->find_user_window(call.recv, counts.output * es, output));
+  } else {
+    if (program.window_input != SIZE_MAX) input.offset = program.window_input * es;
+    if (program.window_output != SIZE_MAX) output.offset = program.window_output * es;
+  }
+  windows_->publish_places(stamp.seq, input, output);
+}
+
+namespace {
+// The K of trace file names: traced communicators made so far, per rank (so
+// that the threads of run_ranks, each a rank, count like processes do).
+int next_trace_index(int rank) {
+  static std::mutex mu;
+  static std::map<int, int> made;
+  std::lock_guard lock(mu);
+  return made[rank]++;
+}
+}  // namespace
+
+// Rank 0 answers kClockRounds pings of every other rank, in rank order, with
+// its clock and the trace's epoch; each rank keeps the offset of its ping
+// with the shortest round trip (Cristian's algorithm), so the error of its
+// offset is at most half that round trip.
+void CommunicatorImpl::start_trace() {
+  if (config_.trace_dir.empty()) return;
+  constexpr int kClockRounds = 8;
+  auto tracer = std::make_unique<Tracer>(rank_, size_);
+  int64_t epoch = Tracer::now_ns();
+  int64_t offset = 0;
+  const CallOptions options;
+  if (rank_ == 0) {
+    for (int r = 1; r < size_; ++r) {
+      for (int k = 0; k < kClockRounds; ++k) {
+        int64_t ping = 0;
+        wait(*submit_point_to_point(OpKind::recv, nullptr, &ping, 1, DataType::int64, r, options));
+        const int64_t reply[2] = {Tracer::now_ns(), epoch};
+        wait(*submit_point_to_point(OpKind::send, reply, nullptr, 2, DataType::int64, r, options));
+      }
+    }
+  } else {
+    int64_t best = INT64_MAX;
+    for (int k = 0; k < kClockRounds; ++k) {
+      const int64_t sent = Tracer::now_ns();
+      wait(*submit_point_to_point(OpKind::send, &sent, nullptr, 1, DataType::int64, 0, options));
+      int64_t reply[2] = {0, 0};
+      wait(*submit_point_to_point(OpKind::recv, nullptr, reply, 2, DataType::int64, 0, options));
+      const int64_t back = Tracer::now_ns();
+      if (back - sent < best) {
+        best = back - sent;
+        offset = reply[0] - (sent + (back - sent) / 2);
+        epoch = reply[1];
+      }
+    }
+  }
+  tracer->set_clock(offset, epoch);
+  tracer_ = std::move(tracer);
+  trace_index_ = next_trace_index(rank_);
+  engine_.set_tracer(tracer_.get());
+}
+
+}  // namespace detail
+}  // namespace chorus

@@ -1,0 +1,503 @@
+// CommunicatorImpl's calls: argument checks, the plan cache, submission,
+// completion, failure and abort (communicator_impl.h). The exchanges it runs
+// outside the user's calls (windows, one-sided set-up, trace clocks) are in
+// communicator_exchanges.cc; the public handles in communicator.cc.
+#include "api/call_site.h"
+#include "api/communicator_impl.h"
+
+#include "bootstrap/bootstrap.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/reduce_kernels.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <utility>
+
+namespace chorus {
+namespace detail {
+
+namespace {
+
+constexpr size_t kProgramCacheEntries = 256;
+// WorkStates kept for reuse: a blocking loop needs one; a few more cover
+// short bursts of non-blocking calls.
+constexpr size_t kSpareWork = 8;
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
+ScratchPool::Buffer ScratchPool::take(size_t bytes) {
+  if (bytes == 0) return {};
+  auto best = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it)
+    if (it->bytes >= bytes && (best == free_.end() || it->bytes < best->bytes)) best = it;
+  if (best != free_.end()) {
+    Buffer b = std::move(*best);
+    free_.erase(best);
+    return b;
+  }
+  // Default-initialized: scratch is always written before it is read.
+  std::byte* data = new (std::nothrow) std::byte[bytes];
+  if (data == nullptr)
+    fail(ErrorCode::system, "cannot allocate ", bytes, " bytes of scratch memory for this call");
+  return {std::unique_ptr<std::byte[]>(data), bytes};
+}
+
+void ScratchPool::give(Buffer buffer) {
+  if (buffer.bytes == 0 || buffer.data == nullptr) return;
+  constexpr size_t kKeep = 4;
+  free_.push_back(std::move(buffer));
+  if (free_.size() > kKeep) {
+    auto smallest = std::min_element(free_.begin(), free_.end(),
+                                     [](const Buffer& a, const Buffer& b) { return a.bytes < b.bytes; });
+    free_.erase(smallest);
+  }
+}
+
+namespace {
+
+// The tuner groups ranks into hosts by Config::host_id; fill in the
+// bootstrap's own identity where CHORUS_HOST_ID did not name one.
+Config with_host_id(Config c) {
+  if (c.host_id.empty()) c.host_id = host_identity();
+  return c;
+}
+
+}  // namespace
+
+CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config config,
+                                   std::unique_ptr<Selector> selector)
+    : transport_(std::move(transport)),
+      rank_(transport_->rank()),
+      size_(transport_->size()),
+      config_(std::move(config)),
+      engine_(*transport_),
+      selector_(selector ? std::move(selector) : make_selector(*transport_, with_host_id(config_))),
+      sent_to_(static_cast<size_t>(size_), 0),
+      received_from_(static_cast<size_t>(size_), 0) {
+  engine_.set_stop(&abort_requested_, [this] { check_abort(); });
+  if (transport_->shares_memory()) {
+    windows_ = std::make_unique<WindowSet>(
+        rank_, size_, [this](const WindowRecord& mine) { return exchange_records(mine); });
+    engine_.set_windows(windows_.get());
+  }
+}
+
+CommunicatorImpl::CallGuard::CallGuard(std::atomic<int>& state) : state_(state) {
+  // Waits out an abort() that is carrying the abort out (a few microseconds).
+  for (int idle = 0; !state_.compare_exchange_weak(idle, 1, std::memory_order_acquire);
+       idle = 0)
+    std::this_thread::yield();
+}
+
+void CommunicatorImpl::check_abort() {
+  if (!abort_requested_.load(std::memory_order_acquire)) return;
+  std::string reason;
+  {
+    std::lock_guard lock(abort_mu_);
+    reason = abort_reason_;
+  }
+  fail(ErrorCode::aborted, "rank ", rank_, ": aborted: ", reason);
+}
+
+void CommunicatorImpl::enter_call() {
+  if (broken_) std::rethrow_exception(broken_);
+  if (abort_requested_.load(std::memory_order_acquire)) {
+    try {
+      check_abort();
+    } catch (...) {
+      fail_all(std::current_exception());
+      throw;
+    }
+  }
+}
+
+void CommunicatorImpl::abort(std::string_view reason) {
+  {
+    std::lock_guard lock(abort_mu_);
+    if (abort_requested_.load(std::memory_order_relaxed)) return;
+    abort_reason_ = std::string(reason);
+  }
+  abort_requested_.store(true, std::memory_order_release);
+  transport_->interrupt();
+  // A thread inside a call notices the request (the interrupt wakes it) and
+  // fails the communicator itself. With none inside, carry it out here; a
+  // call that is just ending may have missed it, so try for a while, but
+  // never block on the other thread.
+  constexpr auto kPatience = std::chrono::milliseconds(50);
+  const auto give_up = Clock::now() + kPatience;
+  while (!abort_carried_out_.load(std::memory_order_acquire)) {
+    int idle = 0;
+    if (call_state_.compare_exchange_strong(idle, 2, std::memory_order_acquire)) {
+      if (!broken_) {
+        try {
+          check_abort();
+        } catch (...) {
+          fail_all(std::current_exception());
+        }
+      }
+      abort_carried_out_.store(true, std::memory_order_release);
+      call_state_.store(0, std::memory_order_release);
+      return;
+    }
+    if (Clock::now() >= give_up) return;
+    std::this_thread::yield();
+  }
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  if (tracer_ == nullptr) return;
+  engine_.set_tracer(nullptr);
+  try {
+    const std::string problem = tracer_->write(config_.trace_dir, trace_index_, transport_->name());
+    if (!problem.empty()) log_message(config_.log_level, LogLevel::warn, rank_, "trace: ", problem);
+  } catch (...) {
+    // A destructor gives up the trace rather than throw.
+  }
+}
+
+void CommunicatorImpl::validate(const Call& c) const {
+  const CallSite where{rank(), to_string(c.collective)};
+  if (!is_valid(c.type))
+    fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(c.type));
+  if (!is_valid(c.op))
+    fail(ErrorCode::invalid_argument, where, "invalid ReduceOp value ", static_cast<int>(c.op));
+  if (!is_valid(c.collective))
+    fail(ErrorCode::invalid_argument, where, "invalid Collective value ",
+         static_cast<int>(c.collective));
+  if (rooted(c.collective) && (c.root < 0 || c.root >= size()))
+    fail(ErrorCode::invalid_argument, where, "root ", c.root, " outside [0, ", size(), ")");
+  if (c.options.timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, where, "negative timeout ", c.options.timeout.count(), " ms");
+  if (!has_data(c.collective)) return;
+
+  const size_t es = dtype_size(c.type);
+  CollectiveSpec spec{c.collective, size(), rank(), c.count, es, c.root};
+  const BufferCounts counts = buffer_counts(spec);
+  const size_t in_bytes = checked_mul(counts.input, es, "input size");
+  const size_t out_bytes = checked_mul(counts.output, es, "output size");
+  // Which buffers this rank touches: broadcast reads send on the root only,
+  // reduce writes recv on the root only.
+  const bool uses_send = uses_input(c.collective, rank(), c.root);
+  const bool uses_recv = uses_output(c.collective, rank(), c.root);
+  if (uses_send && in_bytes > 0 && c.send == nullptr)
+    fail(ErrorCode::invalid_argument, where, "send buffer is null with count ", c.count);
+  if (uses_recv && out_bytes > 0 && c.recv == nullptr)
+    fail(ErrorCode::invalid_argument, where, "recv buffer is null with count ", c.count);
+  if (!uses_send || !uses_recv) return;
+  if (!overlaps(c.send, in_bytes, c.recv, out_bytes)) return;
+  // Overlap is allowed only in the exact in-place form.
+  const auto* s = static_cast<const std::byte*>(c.send);
+  const auto* r = static_cast<const std::byte*>(c.recv);
+  bool in_place = false;
+  if (auto off = in_place_input_offset(spec)) in_place = s == r + *off * es;
+  if (auto off = in_place_output_offset(spec)) in_place = r == s + *off * es;
+  if (!in_place)
+    fail(ErrorCode::invalid_argument, where,
+         "send and recv buffers overlap but are not the in-place form of this collective");
+}
+
+const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& spec,
+                                                         const CallOptions& options) {
+  if (last_key_ != nullptr && last_key_->collective == spec.collective &&
+      last_key_->count == spec.count && last_key_->elem_size == spec.elem_size &&
+      last_key_->root == spec.root && last_key_->average == spec.average &&
+      last_key_->window_buffers == spec.window_buffers &&
+      last_key_->algorithm_option == options.algorithm)
+    return *last_plan_;
+  PlanKey key{spec.collective, spec.count,   spec.elem_size,        spec.root,
+              spec.average,    spec.window_buffers, options.algorithm};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    const Algorithm& algo = choose(spec, options);
+    Plan plan{&algo, algorithm_stamp_id(algo), prepare(build_program(algo, spec))};
+    if (plans_.size() >= kProgramCacheEntries) {
+      plans_.clear();  // keep the cache bounded; entries are cheap to rebuild
+      last_key_ = nullptr;
+    }
+    it = plans_.emplace(std::move(key), std::move(plan)).first;
+  }
+  last_key_ = &it->first;
+  last_plan_ = &it->second;
+  return it->second;
+}
+
+std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
+  for (auto& w : spare_work_) {
+    if (w.use_count() != 1) continue;  // a Work handle or the engine still holds it
+    pool_.give(std::exchange(w->scratch, {}));  // a failed call's, if any
+    w->error = nullptr;
+    w->finished = false;
+    return w;
+  }
+  auto w = std::make_shared<WorkState>();
+  w->comm = this;
+  w->alive = alive_;
+  if (spare_work_.size() < kSpareWork) spare_work_.push_back(w);
+  return w;
+}
+
+std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
+  switch (call.kind) {
+    case Call::Kind::collective: return submit_collective(call);
+    case Call::Kind::send:
+      return submit_point_to_point(OpKind::send, call.send, nullptr, call.count, call.type,
+                                   call.peer, call.options);
+    case Call::Kind::recv:
+      return submit_point_to_point(OpKind::recv, nullptr, call.recv, call.count, call.type,
+                                   call.peer, call.options);
+  }
+  fail(ErrorCode::invalid_argument, CallSite{rank(), "submit"}, "invalid Call::Kind value ",
+       static_cast<int>(call.kind));
+}
+
+std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call) {
+  CallGuard guard(call_state_);
+  enter_call();
+  validate(call);
+  const CallOptions& options = call.options;
+  const bool empty = has_data(call.collective) && call.count == 0;
+  if (empty || (size() == 1 && call.collective == Collective::barrier)) {
+    // No message: a number all the same, so that the calls after it keep
+    // theirs on every rank.
+    begin_call(collective_stamp(++collective_seq_, call.collective, 0, call.type, call.op,
+                                call.count, call.root));
+    auto work = new_work();
+    work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
+    const Deadline now = Clock::now();
+    work->record = recorder_.start(collective_seq_, to_string(call.collective), {}, call.type,
+                                   call.op, call.count, call.root, -1, now);
+    recorder_.finish(work->record, now);
+    return work;
+  }
+  const size_t es = has_data(call.collective) ? dtype_size(call.type) : 1;
+  const bool average = call.op == ReduceOp::avg && reduces(call.collective);
+  CollectiveSpec spec{call.collective, size(), rank(),  call.count,
+                      es,              call.root, config_.segment_bytes, average};
+  if (windows_) {
+    spec.windows = true;
+    const BufferCounts counts = buffer_counts(spec);
+    SharedPlace unused;
+    spec.window_buffers = call.send != nullptr && call.recv != nullptr &&
+                          windows_->find_user_window(call.send, counts.input * es, unused) &&
+                          windows_->find_user_window(call.recv, counts.output * es, unused);
+  }
+  const Plan& plan = plan_for(spec, options);
+  const std::shared_ptr<const PreparedProgram> program = plan.program;
+  const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
+                                           call.type, call.op, call.count, call.root);
+  begin_call(stamp);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  // One-sided calls meet their peers before the first op (the exchanges of
+  // prepare_one_sided), so their deadline starts here.
+  const Deadline one_sided_deadline =
+      program->one_sided ? deadline_after(timeout, Clock::now()) : Deadline::max();
+  if (program->one_sided) {
+    try {
+      prepare_one_sided(call, spec, *program, stamp, one_sided_deadline);
+    } catch (...) {
+      fail_all(std::current_exception());
+      std::rethrow_exception(broken_);
+    }
+  }
+  auto work = new_work();
+  work->scratch = pool_.take(program->program.scratch_count * es);
+  ExecBuffers buffers{call.send, call.recv, work->scratch.data.get(),
+                      windows_ ? windows_->staging() : nullptr};
+  work->exec.restart(program, buffers, call.type, call.op,
+                     CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max(),
+                     stamp);
+  auto record = [&](Deadline now) {
+    work->record = recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name,
+                                   call.type, call.op, call.count,
+                                   rooted(call.collective) ? call.root : -1, -1,
+                                   now);
+  };
+  try {
+    // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
+    engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
+  } catch (...) {
+    record(Clock::now());
+    outstanding_.push_back(work);  // so that fail_all records why
+    fail_all(std::current_exception());
+    throw;
+  }
+  // After enqueue, which has published the first small messages already.
+  const Deadline now = Clock::now();
+  work->exec.set_deadline(program->one_sided ? one_sided_deadline : deadline_after(timeout, now));
+  record(now);
+  outstanding_.push_back(work);
+  return work;
+}
+
+std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
+    OpKind kind, const void* send, void* recv, size_t count, DataType type, int peer,
+    const CallOptions& options) {
+  CallGuard guard(call_state_);
+  enter_call();
+  const bool sending = kind == OpKind::send;
+  CHORUS_CHECK(sending || kind == OpKind::recv);
+  const std::string_view what = sending ? "send to peer" : "recv from peer";
+  const CallSite where{rank(), what, peer};
+  if (!is_valid(type))
+    fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(type));
+  if (peer < 0 || peer >= size())
+    fail(ErrorCode::invalid_argument, where, "peer outside [0, ", size(), ")");
+  if (peer == rank()) fail(ErrorCode::invalid_argument, where, "peer is this rank itself");
+  if (options.timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, where, "negative timeout ", options.timeout.count(), " ms");
+  if (options.tag < 0) fail(ErrorCode::invalid_argument, where, "negative tag ", options.tag);
+  checked_mul(count, dtype_size(type), "message size");
+  if (count > 0 && (sending ? send == nullptr : recv == nullptr))
+    fail(ErrorCode::invalid_argument, where, "buffer is null with count ", count);
+
+  // One op; a zero-count message is still sent, so that it orders and matches.
+  const std::tuple<int, int, size_t> key{static_cast<int>(kind), peer, count};
+  if (p2p_programs_.size() >= kProgramCacheEntries && !p2p_programs_.count(key))
+    p2p_programs_.clear();  // keep the cache bounded; entries are cheap to rebuild
+  auto& cached = p2p_programs_[key];
+  if (!cached) cached = prepare(point_to_point_program(kind, peer, count));
+  uint32_t& number = (sending ? sent_to_ : received_from_)[static_cast<size_t>(peer)];
+  const CallStamp stamp = point_to_point_stamp(++number, type, count, options.tag);
+  begin_call(stamp);
+  auto work = new_work();
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  const Deadline now = Clock::now();
+  work->exec.restart(cached, ExecBuffers{send, recv, nullptr}, type, ReduceOp::sum,
+                     CallLabel{what, {}, peer}, deadline_after(timeout, now), stamp);
+  work->record = recorder_.start(stamp.seq, what, {}, type, ReduceOp::sum, count, -1, peer, now);
+  outstanding_.push_back(work);
+  try {
+    engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
+  } catch (...) {
+    fail_all(std::current_exception());
+    throw;
+  }
+  return work;
+}
+
+// Marks a call finished and returns its scratch;
+// the caller removes it from outstanding_.
+void CommunicatorImpl::retire(WorkState& w) {
+  if (w.finished) return;
+  w.finished = true;
+  recorder_.finish(w.record, Clock::now());
+  pool_.give(std::exchange(w.scratch, {}));
+}
+
+void CommunicatorImpl::retire_done() {
+  size_t keep = 0;
+  for (size_t i = 0; i < outstanding_.size(); ++i) {
+    if (outstanding_[i]->exec.done()) {
+      retire(*outstanding_[i]);
+    } else {
+      outstanding_[keep++] = std::move(outstanding_[i]);
+    }
+  }
+  outstanding_.resize(keep);
+}
+
+void CommunicatorImpl::begin_call(const CallStamp& stamp) {
+  try {
+    transport_->begin_call(stamp);
+  } catch (...) {
+    fail_all(std::current_exception());
+    std::rethrow_exception(broken_);
+  }
+}
+
+std::exception_ptr CommunicatorImpl::explain(std::exception_ptr error) const {
+  try {
+    std::rethrow_exception(error);
+  } catch (const StampMismatch& m) {
+    auto name = [](const CallStamp& s) { return algorithm_of_stamp_id(s.algorithm); };
+    return std::make_exception_ptr(
+        Error(ErrorCode::mismatch,
+              str_cat("rank ", rank_, ": mismatched calls: ",
+                      describe_mismatch(m.peer, m.theirs, name(m.theirs), m.rank, m.mine,
+                                        name(m.mine)))));
+  } catch (...) {
+    return error;
+  }
+}
+
+void CommunicatorImpl::fail_all(std::exception_ptr error) {
+  error = explain(std::move(error));
+  broken_ = error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerAborted& e) {
+    // Pass the origin on, not this rank's echo of it.
+    transport_->abort(e.code(), e.origin);
+  } catch (const Error& e) {
+    transport_->abort(e.code(), e.what());
+  } catch (const std::exception& e) {
+    transport_->abort(ErrorCode::internal, e.what());
+  }
+  if (abort_requested_.load(std::memory_order_acquire))
+    abort_carried_out_.store(true, std::memory_order_release);
+  std::string what = "a non-standard exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  const Deadline now = Clock::now();
+  for (auto& w : outstanding_) {
+    w->error = error;
+    if (!w->finished) recorder_.fail(w->record, what, w->exec.pending_summary(), now);
+    w->finished = true;
+  }
+  outstanding_.clear();
+  if (!config_.flight_recorder_dir.empty()) {
+    const std::string problem =
+        recorder_.dump(config_.flight_recorder_dir, rank_, size_, transport_->name());
+    if (!problem.empty())
+      log_message(config_.log_level, LogLevel::warn, rank_, "flight recorder: ", problem);
+  }
+}
+
+void CommunicatorImpl::wait(WorkState& w) {
+  CallGuard guard(call_state_);
+  if (!w.finished) {
+    if (broken_) std::rethrow_exception(broken_);
+    try {
+      engine_.wait(w.exec);
+    } catch (...) {
+      fail_all(std::current_exception());
+    }
+    // Earlier calls complete first on every rank; finish those that are done.
+    retire_done();
+  }
+  if (w.error) std::rethrow_exception(w.error);
+}
+
+bool CommunicatorImpl::test(WorkState& w) {
+  CallGuard guard(call_state_);
+  if (w.finished) return true;
+  if (broken_) return true;
+  try {
+    check_abort();
+    engine_.poll();
+  } catch (...) {
+    fail_all(std::current_exception());
+    return true;
+  }
+  retire_done();
+  return w.finished;
+}
+
+}  // namespace detail
+}  // namespace chorus
