@@ -48,6 +48,11 @@
 // only once rank 0's call has ended (a gate file), and rank 0's call failing
 // to end before that within 8 s shows as the last rank's entry file existing
 // when rank 0's call returns.
+//
+// One file of about 770 lines, on purpose: the cells, the per-rank runners of
+// each transport and the outcome rules above are one contract, read top to
+// bottom against this comment; the test helpers it shares with other grids
+// (inputs, expected outputs) are in perf/perf_check.h and tests/support/.
 #include "algorithms/algorithm.h"
 #include "core/check.h"
 #include "perf/perf_check.h"
