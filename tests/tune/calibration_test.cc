@@ -47,7 +47,7 @@ class Altered : public Transport {
   Altered(std::unique_ptr<Transport> t, Alter alter) : t_(std::move(t)), alter_(alter) {}
   int rank() const override { return t_->rank(); }
   int size() const override { return t_->size(); }
-  std::string_view name() const override { return t_->name(); }
+  TransportKind kind() const override { return t_->kind(); }
   bool shares_memory() const override {
     return alter_ != Alter::no_shared_memory && t_->shares_memory();
   }

@@ -194,7 +194,7 @@ class InprocTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return world_->size(); }
-  std::string_view name() const override { return "inproc"; }
+  TransportKind kind() const override { return TransportKind::inproc; }
   bool shares_memory() const override { return true; }
   void check_peer(int peer) override {
     world_->check_peers(rank_);

@@ -166,7 +166,7 @@ class ShmTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string_view name() const override { return "shm"; }
+  TransportKind kind() const override { return TransportKind::shm; }
   bool shares_memory() const override { return true; }
   void check_peer(int peer) override {
     const Peer& p = peers_[static_cast<size_t>(peer)];

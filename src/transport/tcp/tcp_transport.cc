@@ -136,7 +136,7 @@ class TcpTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string_view name() const override { return "tcp"; }
+  TransportKind kind() const override { return TransportKind::tcp; }
 
   void connect(Store& store);
 
