@@ -6,6 +6,7 @@
 #include "net/socket.h"
 #include "store/file_store.h"
 #include "transport/composite/composite_transport.h"
+#include "transport/forwarding_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -28,38 +29,14 @@ std::string to_string(const std::vector<uint8_t>& b) { return {b.begin(), b.end(
 // Keeps what a communicator's transport depends on alive as long as it: the
 // store (and, on the rank that hosts it, the store server, which peers may
 // still be using while this rank already runs collectives).
-class BootstrappedTransport final : public Transport {
+class BootstrappedTransport final : public ForwardingTransport {
  public:
   BootstrappedTransport(std::unique_ptr<Transport> inner, OpenedStore store)
-      : store_(std::move(store)), inner_(std::move(inner)) {}
-  ~BootstrappedTransport() override { inner_.reset(); }
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  TransportKind kind() const override { return inner_->kind(); }
-  bool shares_memory() const override { return inner_->shares_memory(); }
-  void check_peer(int peer) override { inner_->check_peer(peer); }
-  RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
-    return inner_->isend(peer, data, bytes, stamp);
-  }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override {
-    return inner_->irecv(peer, dst, bytes, reducer, stamp);
-  }
-  void begin_call(const CallStamp& stamp) override { inner_->begin_call(stamp); }
-  std::vector<PeerProgress> peer_progress(Deadline deadline) override {
-    return inner_->peer_progress(deadline);
-  }
-  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
-    inner_->wait_some(done, deadline);
-  }
-  void poll(std::vector<RequestId>& done) override { inner_->poll(done); }
-  void abort(ErrorCode cause, const std::string& reason) override { inner_->abort(cause, reason); }
-  void interrupt() override { inner_->interrupt(); }
+      : ForwardingTransport(std::move(inner)), store_(std::move(store)) {}
+  ~BootstrappedTransport() override { destroy_inner(); }  // before store_
 
  private:
-  OpenedStore store_;  // destroyed after inner_
-  std::unique_ptr<Transport> inner_;
+  OpenedStore store_;
 };
 
 // Every rank adds itself; the last one releases the others.
