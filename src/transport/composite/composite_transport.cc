@@ -96,7 +96,10 @@ class CompositeTransport final : public Transport {
     for (RequestId id : scratch_) done.push_back((id << 1) | tag);
   }
 
+  // The job's rank of rank `local` of the shm group (this rank's own too,
+  // which local_ leaves out).
   int global_of(int local) const {
+    if (local == shm_->rank()) return rank_;
     for (size_t g = 0; g < local_.size(); ++g)
       if (local_[g] == local) return static_cast<int>(g);
     return -1;
