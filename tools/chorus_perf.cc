@@ -16,6 +16,7 @@
 // or a failed rank, 2 on bad arguments.
 #include "core/check.h"
 #include "core/config.h"
+#include "core/transport_kind.h"
 #include "launcher.h"
 #include "perf/measure_tuning.h"
 #include "perf/perf.h"
@@ -128,12 +129,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (launcher_env_present()) {
-      if (options.transport == "inproc")
+      if (options.transport == to_string(TransportKind::inproc))
         throw Error(ErrorCode::invalid_argument,
                     "chorus-perf: --transport inproc under a launcher: each process is one rank");
       return run_launched_rank(options);
     }
-    if (options.transport != "inproc") return run_local_processes(options);
+    if (options.transport != to_string(TransportKind::inproc)) return run_local_processes(options);
     const perf::PerfHooks hooks = perf::print_table(options, &std::cout, progress_hooks());
     perf::PerfReport report;
     testing::run_ranks(options.ranks, [&](Communicator& comm) {

@@ -24,6 +24,7 @@
 //
 // For several hosts, start the ranks with mpirun, srun or torchrun instead;
 // chorus::init_from_env() reads their variables.
+#include "core/transport_kind.h"
 #include "launcher.h"
 
 #include <chorus/error.h>
@@ -75,7 +76,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> command;
   app.add_option("-n,--nranks", nranks, "number of ranks")->required()->check(CLI::Range(1, 4096));
   app.add_option("--transport", transport, "force a transport for every peer")
-      ->check(CLI::IsMember({"shm", "tcp"}));
+      ->check(CLI::IsMember(chorus::transport_name_list(chorus::process_transports())));
   app.add_option("--store", store_kind, "rendezvous store: a private directory or a TcpStore")
       ->check(CLI::IsMember({"file", "tcp"}));
   app.add_option("--grace", grace,

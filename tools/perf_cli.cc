@@ -1,6 +1,7 @@
 #include "perf_cli.h"
 
 #include "core/check.h"
+#include "core/transport_kind.h"
 #include "model/units.h"
 
 #include <CLI/CLI.hpp>
@@ -234,8 +235,8 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
   }
   if (const Flag* f = given("--transport")) {
     const std::string& v = f->value;
-    if (v != "auto" && v != "inproc" && v != "shm" && v != "tcp")
-      bad(name(*f), v, "not one of auto, inproc, shm, tcp");
+    if (v != "auto" && !parse_transport_kind(v, requestable_transports()))
+      bad(name(*f), v, str_cat("not one of auto, ", transport_names(requestable_transports())));
     o.transport = v;
   }
   if (const Flag* f = given("--buffers")) {

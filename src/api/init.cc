@@ -6,6 +6,7 @@
 #include "bootstrap/store_url.h"
 #include "core/check.h"
 #include "core/config.h"
+#include "core/transport_kind.h"
 
 #include <chorus/init.h>
 
@@ -19,12 +20,12 @@ Communicator init(const InitOptions& options) {
   if (options.rank < 0 || options.rank >= options.world_size)
     fail(ErrorCode::invalid_argument, "init: rank ", options.rank, " outside [0, ",
          options.world_size, ")");
-  if (!options.transport.empty() && options.transport != "shm" && options.transport != "tcp")
-    fail(ErrorCode::invalid_argument, "init: transport '", options.transport,
-         "' is not one of shm, tcp");
+  // The same kinds as CHORUS_TRANSPORT, which this overrides.
+  if (!options.transport.empty())
+    config.transport = parse_process_transport(
+        options.transport, str_cat("init: transport '", options.transport, "'"));
   if (options.timeout.count() < 0)
     fail(ErrorCode::invalid_argument, "init: negative timeout");
-  if (!options.transport.empty()) config.transport = options.transport;
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
   const Deadline deadline = deadline_after(timeout);
   auto transport =

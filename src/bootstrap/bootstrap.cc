@@ -6,6 +6,7 @@
 #include "net/socket.h"
 #include "store/file_store.h"
 #include "transport/composite/composite_transport.h"
+#include "transport/forwarding_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -28,38 +29,14 @@ std::string to_string(const std::vector<uint8_t>& b) { return {b.begin(), b.end(
 // Keeps what a communicator's transport depends on alive as long as it: the
 // store (and, on the rank that hosts it, the store server, which peers may
 // still be using while this rank already runs collectives).
-class BootstrappedTransport final : public Transport {
+class BootstrappedTransport final : public ForwardingTransport {
  public:
   BootstrappedTransport(std::unique_ptr<Transport> inner, OpenedStore store)
-      : store_(std::move(store)), inner_(std::move(inner)) {}
-  ~BootstrappedTransport() override { inner_.reset(); }
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string_view name() const override { return inner_->name(); }
-  bool shares_memory() const override { return inner_->shares_memory(); }
-  void check_peer(int peer) override { inner_->check_peer(peer); }
-  RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
-    return inner_->isend(peer, data, bytes, stamp);
-  }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override {
-    return inner_->irecv(peer, dst, bytes, reducer, stamp);
-  }
-  void begin_call(const CallStamp& stamp) override { inner_->begin_call(stamp); }
-  std::vector<PeerProgress> peer_progress(Deadline deadline) override {
-    return inner_->peer_progress(deadline);
-  }
-  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
-    inner_->wait_some(done, deadline);
-  }
-  void poll(std::vector<RequestId>& done) override { inner_->poll(done); }
-  void abort(ErrorCode cause, const std::string& reason) override { inner_->abort(cause, reason); }
-  void interrupt() override { inner_->interrupt(); }
+      : ForwardingTransport(std::move(inner)), store_(std::move(store)) {}
+  ~BootstrappedTransport() override { destroy_inner(); }  // before store_
 
  private:
-  OpenedStore store_;  // destroyed after inner_
-  std::unique_ptr<Transport> inner_;
+  OpenedStore store_;
 };
 
 // Every rank adds itself; the last one releases the others.
@@ -196,8 +173,9 @@ std::string host_identity() {
 }
 
 std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
-                                             const std::string& transport, const Config& config,
-                                             const std::string& tcp_address, Deadline deadline) {
+                                             std::optional<TransportKind> transport,
+                                             const Config& config, const std::string& tcp_address,
+                                             Deadline deadline) {
   const std::string me = config.host_id.empty() ? host_identity() : config.host_id;
   store.set(str_cat("host/", rank), to_bytes(me));
   std::vector<std::string> hosts(static_cast<size_t>(size));
@@ -224,26 +202,29 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
   shm.spin = config.spin;
   shm.deadline = deadline;
 
-  std::string mode = transport;
-  if (mode == "inproc")
-    fail(ErrorCode::invalid_argument, "rank ", rank,
-         ": CHORUS_TRANSPORT=inproc is for ranks as threads (chorus::testing::run_ranks); "
-         "processes need shm or tcp");
-  if (mode == "shm" && !all_local) {
+  // Config and init() let a process ask for no other kind; a caller that
+  // builds its own Config is told why here.
+  if (transport)
+    parse_process_transport(to_string(*transport),
+                            str_cat("rank ", rank, ": transport ", to_string(*transport)));
+  if (transport == TransportKind::shm && !all_local) {
     std::string other;
     for (int r = 0; r < size && other.empty(); ++r)
       if (hosts[static_cast<size_t>(r)] != me) other = str_cat("rank ", r, " runs on ", hosts[static_cast<size_t>(r)]);
     fail(ErrorCode::invalid_argument, "rank ", rank, ": transport shm was forced but ", other,
          ", not on this host (", me, ")");
   }
-  if (mode.empty()) mode = all_local ? "shm" : group == 1 ? "tcp" : "mixed";
-  log_message(config.log_level, LogLevel::info, rank, "transport ", mode, " (", group, " of ",
-              size, " ranks on this host)");
-  if (mode == "shm") {
+  const TransportKind kind = transport    ? *transport
+                             : all_local  ? TransportKind::shm
+                             : group == 1 ? TransportKind::tcp
+                                          : TransportKind::shm_tcp;
+  log_message(config.log_level, LogLevel::info, rank, "transport ", to_string(kind), " (", group,
+              " of ", size, " ranks on this host)");
+  if (kind == TransportKind::shm) {
     PrefixStore shm_store(std::shared_ptr<Store>(&store, [](Store*) {}), "shm");
     return make_shm_transport(shm_store, rank, size, shm);
   }
-  if (mode == "tcp") {
+  if (kind == TransportKind::tcp) {
     PrefixStore tcp_store(std::shared_ptr<Store>(&store, [](Store*) {}), "net");
     return make_tcp_transport(tcp_store, rank, size, tcp);
   }

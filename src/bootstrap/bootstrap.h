@@ -28,11 +28,13 @@
 #pragma once
 
 #include "core/config.h"
+#include "core/transport_kind.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
 #include "transport/transport.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace chorus {
@@ -67,11 +69,13 @@ std::string process_identity();
 std::string host_identity();
 
 // Builds the transport of `rank` over `store` (a key space of this
-// communicator), choosing per peer as described above. `transport` is "",
-// "shm" or "tcp".
+// communicator), choosing per peer as described above. `transport` forces
+// one of process_transports() (core/transport_kind.h); unset, the ranks'
+// hosts decide.
 std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
-                                             const std::string& transport, const Config& config,
-                                             const std::string& tcp_address, Deadline deadline);
+                                             std::optional<TransportKind> transport,
+                                             const Config& config, const std::string& tcp_address,
+                                             Deadline deadline);
 
 // Steps 2 to 5 for one rank of a job over `store`, which every rank reaches
 // (the same store, or a prefix of it that is the same on every rank). The
@@ -79,7 +83,7 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
 // no longer. `store_host` is the host that serves the store ("" where none
 // does, as for a file store): the address published to tcp peers is the one
 // that routes towards it, unless config.tcp_address names one (else
-// 127.0.0.1). config.transport forces a transport ("" = automatic). A failure
+// 127.0.0.1). config.transport forces a transport (unset = automatic). A failure
 // aborts `store` with the error, worded "rank R: ...", and throws it so.
 //   auto t = bootstrap_over_store(store, "", rank, size, config, deadline_after(60s));
 std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string& store_host,
@@ -90,7 +94,7 @@ std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string&
 // URL and size. The transport comes back connected and owns the store it was
 // made through (with, on rank 0 of a tcp:// store, the store server, which
 // peers may still be using), so that they live exactly as long as it.
-// config.transport forces a transport ("" = automatic); config.tcp_address is
+// config.transport forces a transport (unset = automatic); config.tcp_address is
 // the address published to tcp peers ("" = the one that routes to a tcp://
 // store's host, else 127.0.0.1).
 std::unique_ptr<Transport> bootstrap_transport(const std::string& store_url, int rank, int size,

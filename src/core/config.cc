@@ -166,12 +166,8 @@ Config Config::from_env(const EnvLookup& lookup) {
       cfg.algorithm[*coll] = std::string(trim(item.substr(eq + 1)));
     }
   }
-  if (auto v = lookup("CHORUS_TRANSPORT"); v && !v->empty()) {
-    if (*v != "shm" && *v != "tcp" && *v != "inproc")
-      fail(ErrorCode::invalid_argument, "CHORUS_TRANSPORT='", *v,
-           "' is not one of shm, tcp, inproc");
-    cfg.transport = *v;
-  }
+  if (auto v = lookup("CHORUS_TRANSPORT"); v && !v->empty())
+    cfg.transport = parse_process_transport(*v, str_cat("CHORUS_TRANSPORT='", *v, "'"));
   if (auto v = lookup("CHORUS_DEBUG"); v && !v->empty()) {
     std::string_view rest = *v;
     while (!rest.empty()) {

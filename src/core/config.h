@@ -4,7 +4,9 @@
 //                      inf: none
 //   CHORUS_ALGO        algorithm override: "ring" for every collective that has
 //                      it, or per collective "allreduce=ring,allgather=bruck"
-//   CHORUS_TRANSPORT   shm | tcp | inproc: force a transport
+//   CHORUS_TRANSPORT   shm | tcp: force a transport on every process of a job
+//                      (core/transport_kind.h; inproc ranks are threads, which
+//                      only run_ranks starts)
 //   CHORUS_DEBUG       WARN | INFO | TRACE | TUNING (comma list): logging
 //   CHORUS_SPIN_US     microseconds a waiting rank spins before it blocks
 //                      (default 50; 0 blocks at once)
@@ -41,6 +43,7 @@
 
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/transport_kind.h"
 
 #include <chrono>
 #include <cstddef>
@@ -63,7 +66,8 @@ struct Config {
   std::string algorithm_all;
   // Per-collective algorithm overrides.
   std::map<Collective, std::string> algorithm;
-  std::string transport;  // "" = automatic
+  // Forced by CHORUS_TRANSPORT (one of process_transports()); unset = automatic.
+  std::optional<TransportKind> transport;
   LogLevel log_level = LogLevel::warn;
   bool log_tuning = false;
   std::chrono::microseconds spin{50};

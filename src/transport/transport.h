@@ -32,6 +32,7 @@
 
 #include "core/call_stamp.h"
 #include "core/deadline.h"
+#include "core/transport_kind.h"
 
 #include <chorus/error.h>
 #include <chorus/types.h>
@@ -39,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace chorus {
@@ -102,8 +104,10 @@ class Transport {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Short name for messages and logs: "inproc", "shm", "tcp".
-  virtual std::string_view name() const = 0;
+  // Which transport this is (core/transport_kind.h).
+  virtual TransportKind kind() const = 0;
+  // Its short name, for messages and logs: "inproc", "shm", "tcp", "shm+tcp".
+  std::string_view name() const { return to_string(kind()); }
   // Whether every rank runs on this host and can map the others' memory
   // (transport/window.h): what one-sided Programs need. shm and inproc do.
   virtual bool shares_memory() const { return false; }

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/transport_kind.h"
 #include "tune/calibration.h"
 #include "tune/calibration_cache.h"
 
@@ -65,7 +66,11 @@ const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view r
 }
 
 std::unique_ptr<Selector> make_selector(Transport& transport, const Config& config) {
-  const std::string cls = link_class_of(transport.name());
+  const std::string cls(link_class(transport.kind()));
+  // Ranks that are threads of this process have no hosts to lay out and no
+  // link to calibrate: they keep the defaults unless a tuning file has their
+  // link class.
+  const bool processes = transport.kind() != TransportKind::inproc && transport.size() > 1;
   CostParams params{kInprocAlpha, kInprocBeta, kDefaultGamma, 1};
   std::vector<TuningRule> rules;
   std::shared_ptr<const MachineSim> model;
@@ -93,7 +98,7 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
     }
     std::vector<int> host_of;
     // A fitted file's hosts: which ranks share one (collective, as below).
-    if (table.fitted() && cls != "inproc" && transport.size() > 1)
+    if (table.fitted() && processes)
       host_of = host_layout(transport, config.host_id, deadline_after(config.timeout));
     have = take(table, std::move(host_of));
     for (const TuningRule& r : table.rules)
@@ -101,7 +106,7 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
   }
   // Every rank takes the same branch: they share the transport kind and the
   // tuning file.
-  if (!have && cls != "inproc" && transport.size() > 1) {
+  if (!have && processes) {
     const auto start = Clock::now();
     CachedModel cached = cached_model(transport, config, deadline_after(config.timeout, start));
     take(cached.table, std::move(cached.host_of));

@@ -2,6 +2,7 @@
 
 #include "algorithms/algorithm.h"
 #include "core/check.h"
+#include "core/transport_kind.h"
 
 #include <nlohmann/json.hpp>
 
@@ -260,8 +261,8 @@ void write_tuning_file(const std::string& path, const TuningTable& table) {
 }
 
 std::string link_class_of(std::string_view transport) {
-  // A mixed job's slowest links are its tcp ones: tune for those.
-  if (transport == "shm+tcp") return "tcp";
+  if (const std::optional<TransportKind> kind = parse_transport_kind(transport))
+    return std::string(link_class(*kind));
   return std::string(transport);
 }
 

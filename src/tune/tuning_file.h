@@ -94,8 +94,9 @@ TuningTable read_tuning_file(const std::string& path);
 // `table` does not mention (so shm and tcp can be calibrated separately).
 void write_tuning_file(const std::string& path, const TuningTable& table);
 
-// The link class the tuner uses for a transport name ("shm+tcp" is tuned for
-// its slowest links, "tcp").
+// The link class the tuner uses for a transport name: core/transport_kind.h's
+// link_class ("shm+tcp" is tuned for its slowest links, "tcp"); a name that
+// is no transport's stays as it is.
 std::string link_class_of(std::string_view transport_name);
 
 }  // namespace chorus

@@ -153,7 +153,7 @@ class TestStore {
 Config quiet_config() {
   Config c;
   c.log_level = LogLevel::none;
-  c.transport = "tcp";
+  c.transport = TransportKind::tcp;
   return c;
 }
 

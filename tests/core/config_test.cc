@@ -64,7 +64,7 @@ TEST(Config, ReadsThroughALookup) {
   const Config c = Config::from_env(env_from_map(
       {{"CHORUS_TIMEOUT", "2"}, {"CHORUS_TRANSPORT", "tcp"}, {"CHORUS_BIND", "none"}}));
   EXPECT_EQ(c.timeout, std::chrono::milliseconds(2000));
-  EXPECT_EQ(c.transport, "tcp");
+  EXPECT_EQ(c.transport, TransportKind::tcp);
   EXPECT_FALSE(c.bind_cores);
   EXPECT_THROW(Config::from_env(env_from_map({{"CHORUS_TCP_STREAMS", "65"}})), Error);
 }

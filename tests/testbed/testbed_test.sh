@@ -256,7 +256,7 @@ case_tcp_bytes() {
   cat "$log"
   [ $status -eq 0 ] || die "the job exited with status $status"
   expect_count "ALLREDUCE OK" 4 "$log"
-  expect_count "transport mixed \(2 of 4 ranks on this host\)" 4 "$log"
+  expect_count "transport shm\+tcp \(2 of 4 ranks on this host\)" 4 "$log"
   local d
   for i in 0 1; do
     for dir in tx rx; do
@@ -331,7 +331,7 @@ case_partition() {
 case "$case_name" in
   lifecycle) case_lifecycle ;;
   grid_switch_4x1) run_grid 4 1 switch "tcp \(1 of 4 ranks on this host\)" ;;
-  grid_switch_2x2) run_grid 2 2 switch "mixed \(2 of 4 ranks on this host\)" ;;
+  grid_switch_2x2) run_grid 2 2 switch "shm\+tcp \(2 of 4 ranks on this host\)" ;;
   grid_ring_4x1)
     run_grid 4 1 ring "tcp \(1 of 4 ranks on this host\)"
     # Two-hop routes: 0 <-> 2 through host 1, 1 <-> 3 through host 2.

@@ -5,6 +5,7 @@
 // it has: only what holds whatever they are is asserted.
 #include "tune/calibration.h"
 
+#include "transport/forwarding_transport.h"
 #include "transport/inproc/inproc_transport.h"
 #include "transport/window.h"
 #include "tune/tuning_file.h"
@@ -42,16 +43,13 @@ ModelCalibrationOptions small_options() {
 // one host), or sending window records (transport/window.h) that name no file
 // (fd -1), which no peer can map (as across PID namespaces).
 enum class Alter { none, no_shared_memory, unmappable_records };
-class Altered : public Transport {
+class Altered final : public ForwardingTransport {
  public:
-  Altered(std::unique_ptr<Transport> t, Alter alter) : t_(std::move(t)), alter_(alter) {}
-  int rank() const override { return t_->rank(); }
-  int size() const override { return t_->size(); }
-  std::string_view name() const override { return t_->name(); }
+  Altered(std::unique_ptr<Transport> t, Alter alter)
+      : ForwardingTransport(std::move(t)), alter_(alter) {}
   bool shares_memory() const override {
-    return alter_ != Alter::no_shared_memory && t_->shares_memory();
+    return alter_ != Alter::no_shared_memory && inner().shares_memory();
   }
-  void check_peer(int peer) override { t_->check_peer(peer); }
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     if (alter_ == Alter::unmappable_records && bytes == sizeof(WindowRecord)) {
       WindowRecord r;
@@ -61,25 +59,10 @@ class Altered : public Transport {
         data = &records_.emplace_back(r);
       }
     }
-    return t_->isend(peer, data, bytes, stamp);
+    return inner().isend(peer, data, bytes, stamp);
   }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override {
-    return t_->irecv(peer, dst, bytes, reducer, stamp);
-  }
-  void begin_call(const CallStamp& stamp) override { t_->begin_call(stamp); }
-  std::vector<PeerProgress> peer_progress(Deadline deadline) override {
-    return t_->peer_progress(deadline);
-  }
-  void wait_some(std::vector<RequestId>& done, Deadline deadline) override {
-    t_->wait_some(done, deadline);
-  }
-  void poll(std::vector<RequestId>& done) override { t_->poll(done); }
-  void abort(ErrorCode cause, const std::string& reason) override { t_->abort(cause, reason); }
-  void interrupt() override { t_->interrupt(); }
 
  private:
-  std::unique_ptr<Transport> t_;
   Alter alter_;
   std::deque<WindowRecord> records_;  // what the altered sends point at
 };

@@ -21,7 +21,7 @@ class CompositeTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string_view name() const override { return "shm+tcp"; }
+  TransportKind kind() const override { return TransportKind::shm_tcp; }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     const int local = local_[static_cast<size_t>(peer)];
@@ -96,7 +96,10 @@ class CompositeTransport final : public Transport {
     for (RequestId id : scratch_) done.push_back((id << 1) | tag);
   }
 
+  // The job's rank of rank `local` of the shm group (this rank's own too,
+  // which local_ leaves out).
   int global_of(int local) const {
+    if (local == shm_->rank()) return rank_;
     for (size_t g = 0; g < local_.size(); ++g)
       if (local_[g] == local) return static_cast<int>(g);
     return -1;

@@ -194,9 +194,10 @@ class InprocTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return world_->size(); }
-  std::string_view name() const override { return "inproc"; }
+  TransportKind kind() const override { return TransportKind::inproc; }
   bool shares_memory() const override { return true; }
   void check_peer(int peer) override {
+    check_rank(peer);
     world_->check_peers(rank_);
     if (world_->has_exited(peer))
       fail(ErrorCode::peer_failure, "rank ", rank_, ": peer ", peer,
@@ -204,7 +205,8 @@ class InprocTransport final : public Transport {
   }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
-    check_peer(peer);
+    check_rank(peer);
+    check_peer(peer);  // a failed peer, or one that has returned, fails the post
     const RequestId id = next_id_++;
     Channel& ch = world_->channel(rank_, peer);
     std::unique_lock lock(ch.mu);
@@ -226,7 +228,8 @@ class InprocTransport final : public Transport {
 
   RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
                   const CallStamp& stamp) override {
-    check_peer(peer);
+    check_rank(peer);
+    check_peer(peer);  // a failed peer, or one that has returned, fails the post
     const RequestId id = next_id_++;
     PendingRecv r{id, dst, bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt,
                   stamp};
@@ -337,7 +340,7 @@ class InprocTransport final : public Transport {
     while (b.borrowed.load(std::memory_order_acquire) > 0) std::this_thread::yield();
   }
 
-  void check_peer(int peer) const {
+  void check_rank(int peer) const {
     if (peer < 0 || peer >= world_->size() || peer == rank_)
       fail(ErrorCode::internal, "rank ", rank_, ": inproc transport: bad peer ", peer);
   }

@@ -15,12 +15,13 @@
 // unexpected rank is closed and logged, and the set-up goes on waiting for the
 // right one.
 //
-// Data path: length-prefixed frames, each with a 40-byte validated header
-//   magic u32 | kind u16 | reserved u16 | seq u64 | total u64 | offset u64 | len u64
-// kind data carries bytes [offset, offset+len) of message `seq` (per ordered
-// pair, counted from 0) of `total` bytes; with several streams per peer a
-// message is cut into chunks spread round-robin over the streams, so the
-// receiver matches chunks to receives by seq, not by arrival order. kind abort
+// Data path: length-prefixed frames, each with a 64-byte validated header
+// (tcp_wire.h has its bytes: kind, seq, total, offset, len and the sending
+// call's stamp). Kind data carries bytes [offset, offset+len) of message
+// `seq` (per ordered pair, counted from 0) of `total` bytes; with several
+// streams per peer a message is cut into chunks spread round-robin over the
+// streams, so the receiver matches chunks to receives by seq, not by arrival
+// order. kind abort
 // carries the reason of a peer that failed; kind bye says the peer closed its
 // communicator on purpose. An EOF without a bye means the peer died: every
 // rank raises peer_failure at once, whatever it was waiting for.
@@ -37,7 +38,10 @@
 // sending large messages to each other cannot deadlock.
 //
 // Files: tcp_wire.* (the handshake and frame header bytes), tcp_setup.* (the
-// connections), tcp_transport.cc (the data path).
+// connections), tcp_transport_impl.h (the class of the data path) and the
+// files of its parts: tcp_transport.cc (construction and closing),
+// tcp_send.cc, tcp_receive.cc, tcp_control.cc (control frames and
+// failures), tcp_progress.cc (the epoll loop).
 #pragma once
 
 #include "core/config.h"

@@ -404,19 +404,38 @@ TEST(ShmTransport, KilledPeerIsPeerFailure) {
 }
 
 // abort() on one rank fails its peers with peer_failure carrying the reason.
+// The ranks acknowledge each other through the store: rank 0 aborts once
+// both peers wait for it, and lives on until both have failed, so that they
+// learn of the abort from the flag, not from its process exiting.
 TEST(ShmTransport, AbortReachesPeers) {
-  auto out = run_processes(3, small_slots(), [&](int rank, Transport& t) {
+  constexpr int n = 3;
+  auto out = run_forked(n, [&](int rank, Store& store) {
+    ShmOptions opt = small_slots();
+    opt.deadline = Clock::now() + 30s;
+    auto t = make_shm_transport(store, rank, n, opt);
     if (rank == 0) {
-      std::this_thread::sleep_for(50ms);
-      t.abort(ErrorCode::internal, "allreduce(ring): injected failure");
-      // Stay alive: the peers must learn of the abort from the flag, not from
-      // this process exiting.
-      std::this_thread::sleep_for(1s);
+      for (int q = 1; q < n; ++q) store.get(str_cat("waiting/", q), in(30s));
+      t->abort(ErrorCode::internal, "allreduce(ring): injected failure");
+      for (int q = 1; q < n; ++q) store.get(str_cat("judged/", q), in(30s));
       return;
     }
+    // Tells rank 0 that this rank is done, however it leaves.
+    struct Judged {
+      Store& store;
+      int rank;
+      ~Judged() {
+        try {
+          store.set(str_cat("judged/", rank), {1});
+        } catch (const Error&) {
+          // Rank 0 then times out waiting, and reports it.
+        }
+      }
+    } judged{store, rank};
     std::vector<std::byte> buf(64);
+    const RequestId id = t->irecv(0, buf.data(), buf.size(), nullptr);
+    store.set(str_cat("waiting/", rank), {1});
     try {
-      wait_all(t, {t.irecv(0, buf.data(), buf.size(), nullptr)}, in(5s));
+      wait_all(*t, {id}, in(5s));
     } catch (const Error& e) {
       require(e.code() == ErrorCode::peer_failure, "expected peer_failure: ", e.what());
       require(std::string(e.what()).find("injected failure") != std::string::npos,

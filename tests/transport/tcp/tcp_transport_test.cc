@@ -7,6 +7,7 @@
 #include "net/socket.h"
 #include "store/file_store.h"
 #include "support/grid.h"
+#include "support/latch.h"
 #include "transport/tcp/tcp_setup.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -175,13 +176,15 @@ TEST(TcpTransport, MessagesKeepFifoOrderAndZeroBytesCount) {
 
 TEST(TcpTransport, SizeMismatchIsAnError) {
   TempStore ts;
+  test::Latch judged;
   auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {
     std::vector<uint8_t> b(200);
     if (r == 0) {
       wait_all(*t, {t->isend(1, b.data(), 100)}, Clock::now() + 10s);
       // Keep the connection open until the peer has judged the message.
-      std::this_thread::sleep_for(300ms);
+      EXPECT_TRUE(judged.wait());
     } else {
+      test::CountDownOnExit done(judged);
       wait_all(*t, {t->irecv(0, b.data(), 200, nullptr)}, Clock::now() + 10s);
     }
   }, *ts.store());
@@ -193,12 +196,15 @@ TEST(TcpTransport, SizeMismatchIsAnError) {
 
 TEST(TcpTransport, AbortReachesPeersWithItsReason) {
   TempStore ts;
+  test::Latch learnt(2);  // ranks 0 and 1 are done with their receive
   auto errors = run_tcp(3, 1, [&](int r, std::unique_ptr<Transport>& t) {
     if (r == 2) {
       t->abort(ErrorCode::internal, "rank 2 gave up on purpose");
-      std::this_thread::sleep_for(200ms);
+      // The transport stays open until both peers have judged their receive.
+      EXPECT_TRUE(learnt.wait());
       return;
     }
+    test::CountDownOnExit done(learnt);
     // Ranks 0 and 1 only exchange among themselves, yet learn of rank 2 at once.
     uint8_t b = 0;
     std::vector<RequestId> ids{t->irecv(1 - r, &b, 1, nullptr)};
@@ -241,9 +247,11 @@ TEST(TcpTransport, AFailedRankPassesTheCauseOnWhenItCloses) {
 
 TEST(TcpTransport, APeerThatClosedIsAFailureOnlyWhenNeeded) {
   TempStore ts;
+  test::Latch closed;
   auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {
     uint8_t b = 7;
     if (r == 0) {
+      test::CountDownOnExit done(closed);
       wait_all(*t, {t->isend(1, &b, 1)}, Clock::now() + 10s);
       t.reset();  // closes with a goodbye
       return;
@@ -251,7 +259,7 @@ TEST(TcpTransport, APeerThatClosedIsAFailureOnlyWhenNeeded) {
     wait_all(*t, {t->irecv(0, &b, 1, nullptr)}, Clock::now() + 10s);
     EXPECT_EQ(b, 7);
     // Rank 0 has gone on purpose: fine until this rank wants more from it.
-    std::this_thread::sleep_for(200ms);
+    ASSERT_TRUE(closed.wait());
     std::vector<RequestId> done;
     t->poll(done);
     wait_all(*t, {t->irecv(0, &b, 1, nullptr)}, Clock::now() + 10s);
@@ -266,26 +274,34 @@ TEST(TcpTransport, APeerThatClosedIsAFailureOnlyWhenNeeded) {
 // answering: having sent early does not make it reachable now.
 TEST(TcpTransport, APeerAheadThatStopsAnsweringIsReportedAsSuch) {
   TempStore ts;
-  std::atomic<bool> reported{false};
+  test::Latch sent;
+  test::Latch reported;
   std::vector<PeerProgress> seen;
   auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {
     std::vector<uint8_t> b(64, static_cast<uint8_t>(r == 1 ? 9 : 0));
     if (r == 1) {
-      // A small message is done once written, before rank 0 asks for it.
-      wait_all(*t, {t->isend(0, b.data(), b.size())}, Clock::now() + 10s);
+      {
+        // A small message is done once written, before rank 0 asks for it.
+        test::CountDownOnExit written(sent);
+        wait_all(*t, {t->isend(0, b.data(), b.size())}, Clock::now() + 10s);
+      }
       // Silent (no progress, so no status answers) until rank 0 has judged.
-      while (!reported.load()) std::this_thread::sleep_for(5ms);
+      EXPECT_TRUE(reported.wait());
       return;
     }
-    // Let the message's header arrive and park.
-    const auto until = Clock::now() + 300ms;
+    test::CountDownOnExit judged(reported);
+    // Take the message's header in, where it parks (no receive asks for it).
+    ASSERT_TRUE(sent.wait());
+    auto parked = [](const std::vector<PeerProgress>& report) {
+      return report.size() == 1 && report[0].note.find("waits here") != std::string::npos;
+    };
+    const auto until = Clock::now() + 10s;
     std::vector<RequestId> done;
-    while (Clock::now() < until) {
-      t->poll(done);
-      std::this_thread::sleep_for(1ms);
-    }
+    do {
+      t->wait_some(done, Clock::now() + 5ms);
+    } while (!parked(t->peer_progress(Clock::now())) && Clock::now() < until);
     seen = t->peer_progress(Clock::now() + 300ms);
-    reported = true;
+    reported.count_down();
     wait_all(*t, {t->irecv(1, b.data(), b.size(), nullptr)}, Clock::now() + 10s);
     EXPECT_EQ(b[63], 9);
   }, *ts.store());
@@ -312,47 +328,59 @@ TEST(TcpTransport, WrongTokenIsRefusedAndTheJobGoesOn) {
   Store& store = *ts.store();
   std::atomic<bool> closed_during_setup{false};
   std::atomic<bool> closed_after_setup{false};
-  std::atomic<bool> setup_done{false};
-  auto rogue = [&](std::atomic<bool>& closed) {
-    Fd fd = connect_with_retry(resolve("127.0.0.1", published_port(store, 0), "rogue"),
-                               Clock::now() + 10s, "rogue");
-    // A well-formed handshake from "rank 1" with an all-zero token.
-    std::vector<uint8_t> hs(40, 0);
-    put_u32(hs.data(), 0x48524843);
-    put_u32(hs.data() + 4, 1);
-    put_u32(hs.data() + 24, 1);
-    put_u32(hs.data() + 28, 2);
-    std::string err;
-    write_all(fd.get(), hs.data(), hs.size(), Clock::now() + 5s, "rogue", err);
-    uint8_t b;
-    closed = !read_all(fd.get(), &b, 1, Clock::now() + 10s, "rogue", err);
+  test::Latch early_knocked;  // the early rogue's handshake is on its way to rank 0
+  test::Latch setup_done;
+  auto rogue = [&](std::atomic<bool>& closed, test::Latch& knocked) {
+    test::CountDownOnExit done(knocked);  // also when it fails
+    try {
+      Fd fd = connect_with_retry(resolve("127.0.0.1", published_port(store, 0), "rogue"),
+                                 Clock::now() + 10s, "rogue");
+      // A well-formed handshake from "rank 1" with an all-zero token.
+      std::vector<uint8_t> hs(40, 0);
+      put_u32(hs.data(), 0x48524843);
+      put_u32(hs.data() + 4, 1);
+      put_u32(hs.data() + 24, 1);
+      put_u32(hs.data() + 28, 2);
+      std::string err;
+      write_all(fd.get(), hs.data(), hs.size(), Clock::now() + 5s, "rogue", err);
+      knocked.count_down();
+      uint8_t b;
+      closed = !read_all(fd.get(), &b, 1, Clock::now() + 10s, "rogue", err);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "rogue: " << e.what();
+    }
   };
-  std::thread early([&] { rogue(closed_during_setup); });
+  std::thread early([&] { rogue(closed_during_setup, early_knocked); });
   std::vector<std::string> errors(2);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
       try {
-        // Rank 1 comes late, so the rogue reaches rank 0 during its set-up.
-        if (r == 1) std::this_thread::sleep_for(300ms);
+        // Rank 1 comes once the rogue's connection waits at rank 0 (which
+        // accepts nothing before rank 1 has checked the store too), so that
+        // rank 0 meets the rogue during its set-up, before rank 1.
+        if (r == 1 && !early_knocked.wait()) fail(ErrorCode::timeout, "the early rogue never came");
         Communicator comm = make_communicator(make_tcp_transport(store, r, 2, options(1)), Config{});
-        if (r == 0) setup_done = true;
-        for (int i = 0; i < 2000; ++i) {
+        if (r == 0) setup_done.count_down();
+        const auto until = Clock::now() + 30s;
+        while (true) {
           int32_t v = r + 1;
           comm.allreduce(&v, &v, 1, DataType::int32, ReduceOp::sum);
           if (v != 3) fail(ErrorCode::internal, "allreduce gave ", v);
-          // Both ranks stop in the same round: once rank 0 saw the rogue out.
-          int32_t stop = r == 0 && closed_after_setup ? 1 : 0;
+          // Both ranks stop in the same round: once rank 0 saw the rogue out
+          // (or gave up waiting for it, which the checks below report).
+          int32_t stop = r == 0 && (closed_after_setup || Clock::now() >= until) ? 1 : 0;
           comm.allreduce(&stop, &stop, 1, DataType::int32, ReduceOp::max);
           if (stop) break;
-          std::this_thread::sleep_for(2ms);
         }
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }
+      if (r == 0) setup_done.count_down();  // also when the set-up failed
     });
-  while (!setup_done) std::this_thread::sleep_for(1ms);
-  std::thread late([&] { rogue(closed_after_setup); });
+  EXPECT_TRUE(setup_done.wait());
+  test::Latch late_knocked;
+  std::thread late([&] { rogue(closed_after_setup, late_knocked); });
   early.join();
   late.join();
   for (auto& t : ranks) t.join();
