@@ -42,15 +42,20 @@ void BM_Reduce(benchmark::State& state, chorus::DataType type, chorus::ReduceOp 
       benchmark::Counter::kIsRate);
 }
 BENCHMARK_CAPTURE(BM_Reduce, float32_sum, chorus::DataType::float32, chorus::ReduceOp::sum)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reduce, float64_sum, chorus::DataType::float64, chorus::ReduceOp::sum)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reduce, int32_max, chorus::DataType::int32, chorus::ReduceOp::max)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reduce, float16_sum, chorus::DataType::float16, chorus::ReduceOp::sum)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Reduce, bfloat16_sum, chorus::DataType::bfloat16, chorus::ReduceOp::sum)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -57,15 +57,23 @@ void simulate_only(benchmark::State& state, const char* algo_name, const char* t
   state.counters["messages"] = static_cast<double>(r.messages);
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(r.events),
                                                   benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["messages/s"] = benchmark::Counter(
-      static_cast<double>(r.messages), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["messages/s"] = benchmark::Counter(static_cast<double>(r.messages),
+                                                    benchmark::Counter::kIsIterationInvariantRate);
   state.counters["sim_us"] = r.time * 1e6;
 }
 
-void BM_BuildRing(benchmark::State& s) { build(s, "ring"); }
-void BM_SimulateRing(benchmark::State& s) { simulate_only(s, "ring", "switch"); }
-void BM_SimulateRingOnRing(benchmark::State& s) { simulate_only(s, "ring", "ring"); }
-void BM_BuildHalvingDoubling(benchmark::State& s) { build(s, "halving_doubling"); }
+void BM_BuildRing(benchmark::State& s) {
+  build(s, "ring");
+}
+void BM_SimulateRing(benchmark::State& s) {
+  simulate_only(s, "ring", "switch");
+}
+void BM_SimulateRingOnRing(benchmark::State& s) {
+  simulate_only(s, "ring", "ring");
+}
+void BM_BuildHalvingDoubling(benchmark::State& s) {
+  build(s, "halving_doubling");
+}
 void BM_SimulateHalvingDoubling(benchmark::State& s) {
   simulate_only(s, "halving_doubling", "switch");
 }

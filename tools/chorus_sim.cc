@@ -4,4 +4,6 @@
 
 #include <iostream>
 
-int main(int argc, char** argv) { return chorus::sim_cli_main(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  return chorus::sim_cli_main(argc, argv, std::cout, std::cerr);
+}

@@ -174,14 +174,14 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
     std::string value;
     CLI::Option* option = nullptr;
   };
-  Flag flags[] = {{"-b,--minbytes", ""}, {"-e,--maxbytes", ""},   {"-f,--stepfactor", ""},
-                  {"-n,--iters", ""},    {"--min-time", ""},      {"-w,--warmup_iters", ""},
-                  {"-c,--check", ""},    {"-z,--blocking", ""},   {"-r,--root", ""},
-                  {"--ranks", ""},       {"-d,--datatype", ""},   {"-o,--op", ""},
-                  {"-a,--algo", ""},     {"--transport", ""},     {"--json", ""},
+  Flag flags[] = {{"-b,--minbytes", ""}, {"-e,--maxbytes", ""}, {"-f,--stepfactor", ""},
+                  {"-n,--iters", ""},    {"--min-time", ""},    {"-w,--warmup_iters", ""},
+                  {"-c,--check", ""},    {"-z,--blocking", ""}, {"-r,--root", ""},
+                  {"--ranks", ""},       {"-d,--datatype", ""}, {"-o,--op", ""},
+                  {"-a,--algo", ""},     {"--transport", ""},   {"--json", ""},
                   {"--calibrate", ""},   {"--buffers", ""}};
   for (Flag& f : flags) f.option = app.add_option(f.names, f.value);
-  app.add_flag("--corrupt-one", o.corrupt_one)->group("");  // test hook, not in --help
+  app.add_flag("--corrupt-one", o.corrupt_one)->group("");        // test hook, not in --help
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 takes them
   try {
     app.parse(reversed);
@@ -196,7 +196,8 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
   }
   if (const std::vector<std::string> unknown = app.remaining(); !unknown.empty())
     bad("flag", unknown.front(), "unknown flag");
-  if (what.size() > 1) bad("collective", what[1], str_cat("a second collective after '", what[0], "'"));
+  if (what.size() > 1)
+    bad("collective", what[1], str_cat("a second collective after '", what[0], "'"));
 
   // Each given flag, in the order of the table above.
   auto given = [&](const char* names) -> const Flag* {
@@ -283,10 +284,10 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
   std::string names;
   for (Collective c : o.collectives) names += str_cat(names.empty() ? "" : ",", to_string(c));
   std::string s;
-  s += str_cat("# chorus-perf: ", names, " on ", rep.nranks, " ranks over ", rep.transport,
-               ", ", o.buffers, " buffers, sizes ", o.min_bytes, "..", o.max_bytes, " B x", o.step_factor, ", ", o.iters,
-               " iterations (", o.warmup, " warm-up), ", o.blocking ? "blocking" : "non-blocking",
-               ", check ", o.check ? "on" : "off", "\n");
+  s += str_cat("# chorus-perf: ", names, " on ", rep.nranks, " ranks over ", rep.transport, ", ",
+               o.buffers, " buffers, sizes ", o.min_bytes, "..", o.max_bytes, " B x", o.step_factor,
+               ", ", o.iters, " iterations (", o.warmup, " warm-up), ",
+               o.blocking ? "blocking" : "non-blocking", ", check ", o.check ? "on" : "off", "\n");
   char link[256];
   std::snprintf(link, sizeof link,
                 "# link (ranks 0<->1 ping-pong at start-up): alpha %.3f us, beta %.3f GB/s\n",
@@ -315,8 +316,8 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
   line({right("size", 11), right("count", 13), right("type", 10), right("redop", 7),
         right("root", 6), right("time", 9), right("algbw", 8), right("busbw", 8),
         right("#wrong", 7), right("time", 9), right("algbw", 8), right("busbw", 8),
-        right("#wrong", 7), "  algo", std::string(14, ' '), right("bound", 10),
-        right("%bound", 8), right("pred", 11), right("err%", 8)});
+        right("#wrong", 7), "  algo", std::string(14, ' '), right("bound", 10), right("%bound", 8),
+        right("pred", 11), right("err%", 8)});
   line({right("(B)", 11), right("(elements)", 13), std::string(23, ' '), right("(us)", 9),
         right("(GB/s)", 8), right("(GB/s)", 8), std::string(7, ' '), right("(us)", 9),
         right("(GB/s)", 8), right("(GB/s)", 8), std::string(27, ' '), right("(us)", 10),

@@ -1,13 +1,13 @@
 #include "sim_cli.h"
 
 #include "algorithms/algorithm.h"
+#include "analysis/sim_sweep.h"
 #include "core/check.h"
 #include "exec/trace.h"
 #include "model/cost_model.h"
 #include "model/units.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
-#include "analysis/sim_sweep.h"
 #include "tune/tuning_file.h"
 
 #include <CLI/CLI.hpp>
@@ -153,9 +153,8 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   const size_t es = dtype_size(*dtype);
   const bool tuned = !a.tuning.empty();
   if (tuned == (app.count("--alpha") > 0 || app.count("--beta") > 0))
-    fail(ErrorCode::invalid_argument,
-         tuned ? "--tuning and --alpha/--beta exclude each other"
-               : "give --alpha and --beta, or --tuning FILE");
+    fail(ErrorCode::invalid_argument, tuned ? "--tuning and --alpha/--beta exclude each other"
+                                            : "give --alpha and --beta, or --tuning FILE");
   if (!tuned && (a.alpha.empty() || a.beta.empty()))
     fail(ErrorCode::invalid_argument, "give both --alpha and --beta");
   CostParams params;
@@ -215,9 +214,8 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
   out << "# " << a.collective << " N=" << a.ranks << " topology=" << topo->name()
       << " ports=" << params.ports << (tuned ? str_cat(" tuning=", a.tuning) : "")
       << (tuned && !link.curve.empty() ? " (fitted model; beta streaming)" : "")
-      << " alpha=" << format_time(params.alpha)
-      << " beta=" << format_bandwidth(params.beta) << " gamma=" << format_time(params.gamma)
-      << "/B dtype=" << a.dtype << "\n";
+      << " alpha=" << format_time(params.alpha) << " beta=" << format_bandwidth(params.beta)
+      << " gamma=" << format_time(params.gamma) << "/B dtype=" << a.dtype << "\n";
   out << std::setw(10) << "size"
       << "  " << std::left << std::setw(20) << "algo" << std::right << std::setw(14) << "sim_us"
       << std::setw(14) << "formula_us" << std::setw(14) << "bound_us" << std::setw(9) << "%bound"

@@ -36,12 +36,18 @@ inline Sweep parse_sweep(int argc, char** argv, std::vector<std::string>* rest) 
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "-b" && has_value) s.min_bytes = parse_size(argv[++i]);
-    else if (a == "-e" && has_value) s.max_bytes = parse_size(argv[++i]);
-    else if (a == "-f" && has_value) s.factor = std::atof(argv[++i]);
-    else if (a == "-n" && has_value) s.iters = std::atoi(argv[++i]);
-    else if (a == "-w" && has_value) s.warmup = std::atoi(argv[++i]);
-    else if (rest) rest->push_back(a);
+    if (a == "-b" && has_value)
+      s.min_bytes = parse_size(argv[++i]);
+    else if (a == "-e" && has_value)
+      s.max_bytes = parse_size(argv[++i]);
+    else if (a == "-f" && has_value)
+      s.factor = std::atof(argv[++i]);
+    else if (a == "-n" && has_value)
+      s.iters = std::atoi(argv[++i]);
+    else if (a == "-w" && has_value)
+      s.warmup = std::atoi(argv[++i]);
+    else if (rest)
+      rest->push_back(a);
   }
   if (s.factor <= 1) s.factor = 2;
   if (s.iters < 1) s.iters = 1;
@@ -81,7 +87,9 @@ struct Cell {
 
 inline void print_row(size_t bytes, int nranks, const Cell& oop, const Cell& ip) {
   const double factor = 2.0 * (nranks - 1) / nranks;  // nccl-tests' allreduce busbw
-  auto bw = [&](const Cell& c) { return c.seconds > 0 ? static_cast<double>(bytes) / c.seconds / 1e9 : 0; };
+  auto bw = [&](const Cell& c) {
+    return c.seconds > 0 ? static_cast<double>(bytes) / c.seconds / 1e9 : 0;
+  };
   std::printf("%12zu %12zu %9s %6s %5d %8.2f %7.2f %7.2f %6zu %8.2f %7.2f %7.2f %6zu\n", bytes,
               bytes / sizeof(float), "float32", "sum", -1, oop.seconds * 1e6, bw(oop),
               bw(oop) * factor, oop.wrong, ip.seconds * 1e6, bw(ip), bw(ip) * factor, ip.wrong);

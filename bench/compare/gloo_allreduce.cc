@@ -29,8 +29,9 @@ int main(int argc, char** argv) {
     if (rest[i] == "--host") host = rest[i + 1];
   }
   if (rank < 0 || n < 1 || store_dir.empty() || host.empty()) {
-    std::fprintf(stderr,
-                 "usage: gloo_allreduce --rank R --size N --store DIR [--host ADDR] [-b -e -f -n -w]\n");
+    std::fprintf(
+        stderr,
+        "usage: gloo_allreduce --rank R --size N --store DIR [--host ADDR] [-b -e -f -n -w]\n");
     return 2;
   }
   gloo::transport::tcp::attr attr;
@@ -74,8 +75,8 @@ int main(int argc, char** argv) {
       gloo::barrier(b);
       const auto t0 = Clock::now();
       for (int i = 0; i < s.iters; ++i) allreduce(in, recv.data(), count);
-      const double t = max_over_ranks(
-          std::chrono::duration<double>(Clock::now() - t0).count() / s.iters);
+      const double t =
+          max_over_ranks(std::chrono::duration<double>(Clock::now() - t0).count() / s.iters);
       compare::fill(send, count, rank);
       compare::fill(recv, count, rank);
       allreduce(in, recv.data(), count);
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) compare::print_row(count * sizeof(float), n, cells[0], cells[1]);
   }
-  if (rank == 0) std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+  if (rank == 0)
+    std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
   return total_wrong ? 1 : 0;
 }

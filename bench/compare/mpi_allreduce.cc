@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) compare::print_row(count * sizeof(float), n, cells[0], cells[1]);
   }
-  if (rank == 0) std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+  if (rank == 0)
+    std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
   MPI_Finalize();
   return total_wrong ? 1 : 0;
 }

@@ -25,9 +25,12 @@ int main(int argc, char** argv) {
   int reps = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (flag == "--bytes") bytes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--reps") reps = std::atoi(argv[i + 1]);
+    if (flag == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (flag == "--bytes")
+      bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--reps")
+      reps = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: stream_copy [--threads T] [--bytes B] [--reps R]\n");
       return 2;

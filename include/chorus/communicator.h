@@ -97,9 +97,9 @@ struct Call {
   enum class Kind : int { collective, send, recv };
   Kind kind = Kind::collective;
   Collective collective = Collective::allreduce;  // Kind::collective only
-  const void* send = nullptr;  // the send buffer; Kind::send: the message
-  void* recv = nullptr;        // the recv buffer; Kind::recv: where the message lands
-  size_t count = 0;            // elements, as types.h's Collective says; a message's length
+  const void* send = nullptr;                     // the send buffer; Kind::send: the message
+  void* recv = nullptr;  // the recv buffer; Kind::recv: where the message lands
+  size_t count = 0;      // elements, as types.h's Collective says; a message's length
   DataType type = DataType::float32;
   ReduceOp op = ReduceOp::sum;  // allreduce, reduce_scatter, reduce
   int root = 0;                 // broadcast, reduce
@@ -121,8 +121,7 @@ struct Call {
   static Call barrier(CallOptions options = {});
   static Call send_to(const void* buf, size_t count, DataType type, int peer,
                       CallOptions options = {});
-  static Call recv_from(void* buf, size_t count, DataType type, int peer,
-                        CallOptions options = {});
+  static Call recv_from(void* buf, size_t count, DataType type, int peer, CallOptions options = {});
   // The call's name in errors: "allreduce", ..., "send", "recv".
   std::string_view name() const;
 };
@@ -173,8 +172,8 @@ class Communicator {
                  const CallOptions& options = {});
   // send holds size()*recv_count elements; rank r receives block r of the
   // reduction.
-  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
-                      ReduceOp op, const CallOptions& options = {});
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,
+                      const CallOptions& options = {});
   // recv = root's send on every rank (send is read on the root only).
   void broadcast(const void* send, void* recv, size_t count, DataType type, int root,
                  const CallOptions& options = {});

@@ -79,7 +79,9 @@ struct AlgorithmRange {
   Iterator begin() const { return {rows.data()}; }
   Iterator end() const { return {rows.data() + rows.size()}; }
 };
-inline AlgorithmRange all_algorithms() { return {registry_rows()}; }
+inline AlgorithmRange all_algorithms() {
+  return {registry_rows()};
+}
 // Algorithms of one collective, in registry order (preferred fallback order).
 std::vector<const Algorithm*> algorithms_for(Collective collective);
 // nullptr when no algorithm of that collective has that name.

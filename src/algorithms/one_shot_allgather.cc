@@ -36,7 +36,8 @@ Program build_one_shot_allgather(const CollectiveSpec& spec) {
   const size_t c = spec.count;
   ProgramBuilder b(buffer_counts(spec));
   const std::vector<OpIndex> ready = open(b, spec, c).ready;
-  std::vector<OpIndex> reads{b.copy(B::input(0, c), B::output(static_cast<size_t>(r) * c, c), {}, 1)};
+  std::vector<OpIndex> reads{
+      b.copy(B::input(0, c), B::output(static_cast<size_t>(r) * c, c), {}, 1)};
   for (int k = 1; k < n; ++k) {
     const int q = (r + k) % n;
     reads.push_back(b.get(q, B::input(0, c), B::output(static_cast<size_t>(q) * c, c),

@@ -31,8 +31,8 @@ Opening open(ProgramBuilder& b, const CollectiveSpec& spec, size_t count) {
   if (!spec.window_buffers) {
     o.at = b.alloc_window(count);
     b.stage_input_at(o.at);
-    o.staged.push_back(b.copy(ProgramBuilder::input(0, count),
-                              ProgramBuilder::window(o.at, count), {}, 0));
+    o.staged.push_back(
+        b.copy(ProgramBuilder::input(0, count), ProgramBuilder::window(o.at, count), {}, 0));
   }
   signal_all(b, spec.rank, spec.nranks, kReady, o.staged, 0);
   o.ready = wait_all(b, spec.rank, spec.nranks, kReady, 0);

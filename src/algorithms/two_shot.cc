@@ -42,7 +42,9 @@ namespace {
 using B = ProgramBuilder;
 using namespace one_sided;
 
-Region slice(BufferKind kind, const Chunk& c) { return {kind, c.offset, c.count}; }
+Region slice(BufferKind kind, const Chunk& c) {
+  return {kind, c.offset, c.count};
+}
 
 Program build_two_shot_allreduce(const CollectiveSpec& spec) {
   const int n = spec.nranks;

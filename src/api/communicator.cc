@@ -10,7 +10,6 @@
 
 namespace chorus {
 
-
 Communicator make_communicator(std::unique_ptr<Transport> transport, Config config) {
   // The communicator makes its selector (tune/selector.h), which may
   // calibrate the links: every rank calls this at creation.
@@ -65,7 +64,8 @@ bool Work::done() {
   });
 }
 
-Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
+    : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
@@ -77,8 +77,12 @@ detail::CommunicatorImpl& detail::impl_of(const Communicator& comm) {
   return *comm.impl_;
 }
 
-int Communicator::rank() const { return detail::impl_of(*this).rank(); }
-int Communicator::size() const { return detail::impl_of(*this).size(); }
+int Communicator::rank() const {
+  return detail::impl_of(*this).rank();
+}
+int Communicator::size() const {
+  return detail::impl_of(*this).size();
+}
 std::string Communicator::transport() const {
   return std::string(detail::impl_of(*this).transport().name());
 }
@@ -91,8 +95,12 @@ Window Communicator::window(size_t bytes) {
   return guarded("window", [&] { return Window(detail::impl_of(*this).create_window(bytes)); });
 }
 
-void* Window::data() const { return window_ ? window_->data() : nullptr; }
-size_t Window::size() const { return window_ ? window_->bytes() : 0; }
+void* Window::data() const {
+  return window_ ? window_->data() : nullptr;
+}
+size_t Window::size() const {
+  return window_ ? window_->bytes() : 0;
+}
 
 void Communicator::abort(std::string_view reason) {
   guarded("abort", [&] { detail::impl_of(*this).abort(reason); });
@@ -105,52 +113,57 @@ Work Communicator::submit(const Call& call) {
 // The named forms: each is its Call, submitted.
 Call Call::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                      CallOptions options) {
-  return {Kind::collective, Collective::allreduce, send, recv, count, type, op, 0, -1,
+  return {Kind::collective,  Collective::allreduce, send, recv, count, type, op, 0, -1,
           std::move(options)};
 }
 Call Call::allgather(const void* send, void* recv, size_t send_count, DataType type,
                      CallOptions options) {
-  return {Kind::collective, Collective::allgather, send, recv, send_count, type, ReduceOp::sum,
-          0, -1, std::move(options)};
+  return {
+      Kind::collective,  Collective::allgather, send, recv, send_count, type, ReduceOp::sum, 0, -1,
+      std::move(options)};
 }
 Call Call::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                           ReduceOp op, CallOptions options) {
-  return {Kind::collective, Collective::reduce_scatter, send, recv, recv_count, type, op, 0, -1,
+  return {Kind::collective,  Collective::reduce_scatter, send, recv, recv_count, type, op, 0, -1,
           std::move(options)};
 }
 Call Call::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
                      CallOptions options) {
-  return {Kind::collective, Collective::broadcast, send, recv, count, type, ReduceOp::sum, root,
-          -1, std::move(options)};
+  return {
+      Kind::collective,  Collective::broadcast, send, recv, count, type, ReduceOp::sum, root, -1,
+      std::move(options)};
 }
 Call Call::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
                   CallOptions options) {
-  return {Kind::collective, Collective::reduce, send, recv, count, type, op, root, -1,
+  return {Kind::collective,  Collective::reduce, send, recv, count, type, op, root, -1,
           std::move(options)};
 }
 Call Call::alltoall(const void* send, void* recv, size_t count, DataType type,
                     CallOptions options) {
-  return {Kind::collective, Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, -1,
+  return {Kind::collective,  Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, -1,
           std::move(options)};
 }
 Call Call::barrier(CallOptions options) {
-  return {Kind::collective, Collective::barrier, nullptr, nullptr, 0, DataType::uint8,
-          ReduceOp::sum, 0, -1, std::move(options)};
+  return {Kind::collective, Collective::barrier, nullptr, nullptr, 0,
+          DataType::uint8,  ReduceOp::sum,       0,       -1,      std::move(options)};
 }
 Call Call::send_to(const void* buf, size_t count, DataType type, int peer, CallOptions options) {
-  return {Kind::send, Collective::allreduce, buf, nullptr, count, type, ReduceOp::sum, 0, peer,
-          std::move(options)};
+  return {Kind::send, Collective::allreduce, buf, nullptr, count,
+          type,       ReduceOp::sum,         0,   peer,    std::move(options)};
 }
 Call Call::recv_from(void* buf, size_t count, DataType type, int peer, CallOptions options) {
-  return {Kind::recv, Collective::allreduce, nullptr, buf, count, type, ReduceOp::sum, 0, peer,
-          std::move(options)};
+  return {Kind::recv, Collective::allreduce, nullptr, buf,  count,
+          type,       ReduceOp::sum,         0,       peer, std::move(options)};
 }
 
 std::string_view Call::name() const {
   switch (kind) {
-    case Kind::send: return "send";
-    case Kind::recv: return "recv";
-    case Kind::collective: break;
+    case Kind::send:
+      return "send";
+    case Kind::recv:
+      return "recv";
+    case Kind::collective:
+      break;
   }
   return to_string(collective);
 }
@@ -175,7 +188,9 @@ void Communicator::reduce(const void* send, void* recv, size_t count, DataType t
                           int root, const CallOptions& options) {
   reduce_async(send, recv, count, type, op, root, options).wait();
 }
-void Communicator::barrier(const CallOptions& options) { barrier_async(options).wait(); }
+void Communicator::barrier(const CallOptions& options) {
+  barrier_async(options).wait();
+}
 void Communicator::alltoall(const void* send, void* recv, size_t count, DataType type,
                             const CallOptions& options) {
   alltoall_async(send, recv, count, type, options).wait();

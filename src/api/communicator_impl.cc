@@ -2,8 +2,8 @@
 // completion, failure and abort (communicator_impl.h). The exchanges it runs
 // outside the user's calls (windows, one-sided set-up, trace clocks) are in
 // communicator_exchanges.cc; the public handles in communicator.cc.
-#include "api/call_site.h"
 #include "api/communicator_impl.h"
+#include "api/call_site.h"
 
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
@@ -59,8 +59,9 @@ void ScratchPool::give(Buffer buffer) {
   constexpr size_t kKeep = 4;
   free_.push_back(std::move(buffer));
   if (free_.size() > kKeep) {
-    auto smallest = std::min_element(free_.begin(), free_.end(),
-                                     [](const Buffer& a, const Buffer& b) { return a.bytes < b.bytes; });
+    auto smallest =
+        std::min_element(free_.begin(), free_.end(),
+                         [](const Buffer& a, const Buffer& b) { return a.bytes < b.bytes; });
     free_.erase(smallest);
   }
 }
@@ -96,8 +97,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
 
 CommunicatorImpl::CallGuard::CallGuard(std::atomic<int>& state) : state_(state) {
   // Waits out an abort() that is carrying the abort out (a few microseconds).
-  for (int idle = 0; !state_.compare_exchange_weak(idle, 1, std::memory_order_acquire);
-       idle = 0)
+  for (int idle = 0; !state_.compare_exchange_weak(idle, 1, std::memory_order_acquire); idle = 0)
     std::this_thread::yield();
 }
 
@@ -216,7 +216,7 @@ const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& s
       last_key_->window_buffers == spec.window_buffers &&
       last_key_->algorithm_option == options.algorithm)
     return *last_plan_;
-  PlanKey key{spec.collective, spec.count,   spec.elem_size,        spec.root,
+  PlanKey key{spec.collective, spec.count,          spec.elem_size,   spec.root,
               spec.average,    spec.window_buffers, options.algorithm};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
@@ -235,7 +235,7 @@ const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& s
 
 std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
   for (auto& w : spare_work_) {
-    if (w.use_count() != 1) continue;  // a Work handle or the engine still holds it
+    if (w.use_count() != 1) continue;           // a Work handle or the engine still holds it
     pool_.give(std::exchange(w->scratch, {}));  // a failed call's, if any
     w->error = nullptr;
     w->finished = false;
@@ -250,7 +250,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
 
 std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
   switch (call.kind) {
-    case Call::Kind::collective: return submit_collective(call);
+    case Call::Kind::collective:
+      return submit_collective(call);
     case Call::Kind::send:
       return submit_point_to_point(OpKind::send, call.send, nullptr, call.count, call.type,
                                    call.peer, call.options);
@@ -283,8 +284,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   }
   const size_t es = has_data(call.collective) ? dtype_size(call.type) : 1;
   const bool average = call.op == ReduceOp::avg && reduces(call.collective);
-  CollectiveSpec spec{call.collective, size(), rank(),  call.count,
-                      es,              call.root, config_.segment_bytes, average};
+  CollectiveSpec spec{call.collective,       size(), rank(), call.count, es, call.root,
+                      config_.segment_bytes, average};
   if (windows_) {
     spec.windows = true;
     const BufferCounts counts = buffer_counts(spec);
@@ -319,10 +320,9 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
                      CallLabel{to_string(call.collective), plan.algorithm->name}, Deadline::max(),
                      stamp);
   auto record = [&](Deadline now) {
-    work->record = recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name,
-                                   call.type, call.op, call.count,
-                                   rooted(call.collective) ? call.root : -1, -1,
-                                   now);
+    work->record =
+        recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name, call.type,
+                        call.op, call.count, rooted(call.collective) ? call.root : -1, -1, now);
   };
   try {
     // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
@@ -341,9 +341,10 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   return work;
 }
 
-std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(
-    OpKind kind, const void* send, void* recv, size_t count, DataType type, int peer,
-    const CallOptions& options) {
+std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(OpKind kind, const void* send,
+                                                                   void* recv, size_t count,
+                                                                   DataType type, int peer,
+                                                                   const CallOptions& options) {
   CallGuard guard(call_state_);
   enter_call();
   const bool sending = kind == OpKind::send;
@@ -423,10 +424,9 @@ std::exception_ptr CommunicatorImpl::explain(std::exception_ptr error) const {
   } catch (const StampMismatch& m) {
     auto name = [](const CallStamp& s) { return algorithm_of_stamp_id(s.algorithm); };
     return std::make_exception_ptr(
-        Error(ErrorCode::mismatch,
-              str_cat("rank ", rank_, ": mismatched calls: ",
-                      describe_mismatch(m.peer, m.theirs, name(m.theirs), m.rank, m.mine,
-                                        name(m.mine)))));
+        Error(ErrorCode::mismatch, str_cat("rank ", rank_, ": mismatched calls: ",
+                                           describe_mismatch(m.peer, m.theirs, name(m.theirs),
+                                                             m.rank, m.mine, name(m.mine)))));
   } catch (...) {
     return error;
   }

@@ -97,9 +97,7 @@ class CommunicatorImpl {
   bool test(WorkState& work);
 
   // The flight recorder as JSON (api/flight_recorder.h).
-  std::string flight_record() const {
-    return recorder_.to_json(rank_, size_, transport_->name());
-  }
+  std::string flight_record() const { return recorder_.to_json(rank_, size_, transport_->name()); }
 
   // With CHORUS_TRACE set: aligns this rank's clock with rank 0's (a few
   // point-to-point ping-pongs, so every rank calls it, at creation) and
@@ -170,8 +168,7 @@ class CommunicatorImpl {
   // needs more, and the places its peers read. The exchanges this takes are
   // part of the call: they carry its stamp and end at its deadline.
   void prepare_one_sided(const Call& call, const CollectiveSpec& spec,
-                         const PreparedProgram& program, const CallStamp& stamp,
-                         Deadline deadline);
+                         const PreparedProgram& program, const CallStamp& stamp, Deadline deadline);
   // An allgather of one WindowRecord per rank (how the ranks of a window
   // exchange their files): inside a one-sided call, a part of that call
   // (exchange_call_); else a collective call of its own.
@@ -195,7 +192,7 @@ class CommunicatorImpl {
   // Declared before the engine, which points to it: destroyed after it.
   std::unique_ptr<Tracer> tracer_;
   int trace_index_ = 0;  // K of the trace file's name (exec/trace.h)
-  int rank_;  // transport_'s, read once: the checks use them on every call
+  int rank_;             // transport_'s, read once: the checks use them on every call
   int size_;
   Config config_;
   Engine engine_;

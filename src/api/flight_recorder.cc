@@ -12,9 +12,12 @@ namespace {
 
 std::string_view state_name(FlightRecorder::State s) {
   switch (s) {
-    case FlightRecorder::State::running: return "running";
-    case FlightRecorder::State::done: return "done";
-    case FlightRecorder::State::failed: return "failed";
+    case FlightRecorder::State::running:
+      return "running";
+    case FlightRecorder::State::done:
+      return "done";
+    case FlightRecorder::State::failed:
+      return "failed";
   }
   return "invalid";
 }

@@ -62,8 +62,8 @@ class FlightRecorder {
 
   // Records the start of a call and returns its sequence number (its handle
   // for finish() and fail()).
-  uint64_t start(uint32_t number, std::string_view call, std::string_view algorithm,
-                 DataType type, ReduceOp op, size_t count, int root, int peer, Deadline now) {
+  uint64_t start(uint32_t number, std::string_view call, std::string_view algorithm, DataType type,
+                 ReduceOp op, size_t count, int root, int peer, Deadline now) {
     Entry& e = ring_[next_ % kFlightRecorderCalls];
     e.seq = next_;
     e.number = number;

@@ -24,8 +24,7 @@ Communicator init(const InitOptions& options) {
   if (!options.transport.empty())
     config.transport = parse_process_transport(
         options.transport, str_cat("init: transport '", options.transport, "'"));
-  if (options.timeout.count() < 0)
-    fail(ErrorCode::invalid_argument, "init: negative timeout");
+  if (options.timeout.count() < 0) fail(ErrorCode::invalid_argument, "init: negative timeout");
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
   const Deadline deadline = deadline_after(timeout);
   auto transport =

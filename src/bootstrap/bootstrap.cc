@@ -23,8 +23,12 @@ namespace chorus {
 
 namespace {
 
-std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string to_string(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+std::vector<uint8_t> to_bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+std::string to_string(const std::vector<uint8_t>& b) {
+  return {b.begin(), b.end()};
+}
 
 // Keeps what a communicator's transport depends on alive as long as it: the
 // store (and, on the rank that hosts it, the store server, which peers may
@@ -121,8 +125,8 @@ std::string process_identity() {
   std::string boot;
   std::ifstream b("/proc/sys/kernel/random/boot_id");
   std::getline(b, boot);
-  return str_cat("process ", ::getpid(), " on ", name, " (boot ", boot, ", started at tick ",
-                 start, ")");
+  return str_cat("process ", ::getpid(), " on ", name, " (boot ", boot, ", started at tick ", start,
+                 ")");
 }
 
 OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline,
@@ -179,7 +183,8 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
   const std::string me = config.host_id.empty() ? host_identity() : config.host_id;
   store.set(str_cat("host/", rank), to_bytes(me));
   std::vector<std::string> hosts(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) hosts[static_cast<size_t>(r)] = to_string(store.get(str_cat("host/", r), deadline));
+  for (int r = 0; r < size; ++r)
+    hosts[static_cast<size_t>(r)] = to_string(store.get(str_cat("host/", r), deadline));
   // The shm group: the ranks of this host, numbered in global rank order.
   std::vector<int> local(static_cast<size_t>(size), -1);
   int group = 0;
@@ -210,7 +215,8 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
   if (transport == TransportKind::shm && !all_local) {
     std::string other;
     for (int r = 0; r < size && other.empty(); ++r)
-      if (hosts[static_cast<size_t>(r)] != me) other = str_cat("rank ", r, " runs on ", hosts[static_cast<size_t>(r)]);
+      if (hosts[static_cast<size_t>(r)] != me)
+        other = str_cat("rank ", r, " runs on ", hosts[static_cast<size_t>(r)]);
     fail(ErrorCode::invalid_argument, "rank ", rank, ": transport shm was forced but ", other,
          ", not on this host (", me, ")");
   }
@@ -232,13 +238,13 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
   PrefixStore shm_store(std::shared_ptr<Store>(&store, [](Store*) {}), "shm/" + me);
   auto shm_t = group > 1 ? make_shm_transport(shm_store, my_local, group, shm) : nullptr;
   tcp.peers.assign(static_cast<size_t>(size), false);
-  for (int r = 0; r < size; ++r) tcp.peers[static_cast<size_t>(r)] = local[static_cast<size_t>(r)] < 0;
+  for (int r = 0; r < size; ++r)
+    tcp.peers[static_cast<size_t>(r)] = local[static_cast<size_t>(r)] < 0;
   PrefixStore tcp_store(std::shared_ptr<Store>(&store, [](Store*) {}), "net");
   auto tcp_t = make_tcp_transport(tcp_store, rank, size, tcp);
   if (!shm_t) return tcp_t;
   local[static_cast<size_t>(rank)] = -1;
-  return make_composite_transport(rank, size, std::move(shm_t), std::move(local),
-                                  std::move(tcp_t));
+  return make_composite_transport(rank, size, std::move(shm_t), std::move(local), std::move(tcp_t));
 }
 
 std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string& store_host,

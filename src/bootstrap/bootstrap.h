@@ -46,11 +46,10 @@ struct OpenedStore {
   std::string host;                        // tcp: the server's host; "" for a file store
 };
 
-// Opens "file:///dir" or "tcp://host:port" (parse_store_url in store_url.h). With tcp, `host_server` makes this
-// process serve the store at host:port first, and config.store_secret is the
-// secret the server requires and the client proves (the server warns once,
-// at config.log_level, when there is none). Throws Error(invalid_argument)
-// for a malformed URL (naming it).
+// Opens "file:///dir" or "tcp://host:port" (parse_store_url in store_url.h). With tcp,
+// `host_server` makes this process serve the store at host:port first, and config.store_secret is
+// the secret the server requires and the client proves (the server warns once, at config.log_level,
+// when there is none). Throws Error(invalid_argument) for a malformed URL (naming it).
 OpenedStore open_store(const std::string& url, bool host_server, Deadline deadline,
                        const Config& config = {});
 

@@ -23,21 +23,20 @@ template <typename... Parts>
 }
 
 // Throws Error(internal) naming the expression and both values when a != b.
-#define CHORUS_CHECK_EQ(a, b)                                                          \
-  do {                                                                                 \
-    const auto& chorus_check_a = (a);                                                  \
-    const auto& chorus_check_b = (b);                                                  \
-    if (!(chorus_check_a == chorus_check_b))                                           \
-      ::chorus::fail(::chorus::ErrorCode::internal, __FILE__, ":", __LINE__, ": ", #a, \
-                     " == ", #b, " failed (", chorus_check_a, " vs ", chorus_check_b,  \
-                     ")");                                                             \
+#define CHORUS_CHECK_EQ(a, b)                                                                      \
+  do {                                                                                             \
+    const auto& chorus_check_a = (a);                                                              \
+    const auto& chorus_check_b = (b);                                                              \
+    if (!(chorus_check_a == chorus_check_b))                                                       \
+      ::chorus::fail(::chorus::ErrorCode::internal, __FILE__, ":", __LINE__, ": ", #a, " == ", #b, \
+                     " failed (", chorus_check_a, " vs ", chorus_check_b, ")");                    \
   } while (0)
 
-#define CHORUS_CHECK(cond)                                                             \
-  do {                                                                                 \
-    if (!(cond))                                                                       \
-      ::chorus::fail(::chorus::ErrorCode::internal, __FILE__, ":", __LINE__, ": ",     \
-                     #cond, " failed");                                                \
+#define CHORUS_CHECK(cond)                                                                \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      ::chorus::fail(::chorus::ErrorCode::internal, __FILE__, ":", __LINE__, ": ", #cond, \
+                     " failed");                                                          \
   } while (0)
 
 }  // namespace chorus

@@ -12,7 +12,8 @@ static_assert(rooted(Collective::broadcast) && rooted(Collective::reduce) &&
               !rooted(Collective::allreduce) && !rooted(Collective::barrier));
 static_assert(traits(Collective::allgather).output == Blocks::per_rank &&
               traits(Collective::reduce_scatter).input == Blocks::per_rank &&
-              traits(Collective::alltoall).in_place == InPlace::none && !has_data(Collective::barrier));
+              traits(Collective::alltoall).in_place == InPlace::none &&
+              !has_data(Collective::barrier));
 }  // namespace
 
 bool is_valid(Collective c) {

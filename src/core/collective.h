@@ -28,10 +28,10 @@ enum class Blocks : unsigned char {
 
 // The in-place form of a call (as in NCCL): which buffer lies inside which.
 enum class InPlace : unsigned char {
-  none,              // send and recv must not overlap (alltoall, barrier)
-  same,              // send == recv (allreduce, broadcast, reduce)
-  send_in_recv,      // send == recv + rank * count elements (allgather)
-  recv_in_send,      // recv == send + rank * count elements (reduce_scatter)
+  none,          // send and recv must not overlap (alltoall, barrier)
+  same,          // send == recv (allreduce, broadcast, reduce)
+  send_in_recv,  // send == recv + rank * count elements (allgather)
+  recv_in_send,  // recv == send + rank * count elements (reduce_scatter)
 };
 
 struct CollectiveTraits {
@@ -49,30 +49,39 @@ struct CollectiveTraits {
 // One row per Collective, in enum order.
 inline constexpr std::array<CollectiveTraits, kCollectiveCount> kCollectiveTraits{{
     // reduces rooted input            output           in place
-    {true, false, Blocks::one, Blocks::one, InPlace::same},                    // allreduce
-    {false, false, Blocks::one, Blocks::per_rank, InPlace::send_in_recv},      // allgather
-    {true, false, Blocks::per_rank, Blocks::one, InPlace::recv_in_send},       // reduce_scatter
-    {false, true, Blocks::one, Blocks::one, InPlace::same, true, false},       // broadcast
-    {true, true, Blocks::one, Blocks::one, InPlace::same, false, true},        // reduce
-    {false, false, Blocks::per_rank, Blocks::per_rank, InPlace::none},         // alltoall
-    {false, false, Blocks::none, Blocks::none, InPlace::none},                 // barrier
+    {true, false, Blocks::one, Blocks::one, InPlace::same},                // allreduce
+    {false, false, Blocks::one, Blocks::per_rank, InPlace::send_in_recv},  // allgather
+    {true, false, Blocks::per_rank, Blocks::one, InPlace::recv_in_send},   // reduce_scatter
+    {false, true, Blocks::one, Blocks::one, InPlace::same, true, false},   // broadcast
+    {true, true, Blocks::one, Blocks::one, InPlace::same, false, true},    // reduce
+    {false, false, Blocks::per_rank, Blocks::per_rank, InPlace::none},     // alltoall
+    {false, false, Blocks::none, Blocks::none, InPlace::none},             // barrier
 }};
 
 constexpr const CollectiveTraits& traits(Collective c) {
   return kCollectiveTraits[static_cast<size_t>(c)];
 }
 // The ranks' data are combined with a ReduceOp (allreduce, reduce_scatter, reduce).
-constexpr bool reduces(Collective c) { return traits(c).reduces; }
+constexpr bool reduces(Collective c) {
+  return traits(c).reduces;
+}
 // The call names a root rank (broadcast, reduce).
-constexpr bool rooted(Collective c) { return traits(c).rooted; }
+constexpr bool rooted(Collective c) {
+  return traits(c).rooted;
+}
 // The call moves data (every collective but the barrier).
-constexpr bool has_data(Collective c) { return traits(c).input != Blocks::none; }
+constexpr bool has_data(Collective c) {
+  return traits(c).input != Blocks::none;
+}
 // Elements in a buffer of `blocks` for a call of `count` on `nranks` ranks.
 constexpr size_t block_elements(Blocks blocks, size_t count, int nranks) {
   switch (blocks) {
-    case Blocks::none: return 0;
-    case Blocks::one: return count;
-    case Blocks::per_rank: return count * static_cast<size_t>(nranks);
+    case Blocks::none:
+      return 0;
+    case Blocks::one:
+      return count;
+    case Blocks::per_rank:
+      return count * static_cast<size_t>(nranks);
   }
   return 0;
 }

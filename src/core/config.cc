@@ -42,17 +42,21 @@ struct RankVars {
 
 }  // namespace
 
-bool launcher_env_present() { return launcher_env_present(env_var); }
+bool launcher_env_present() {
+  return launcher_env_present(env_var);
+}
 
 bool launcher_env_present(const EnvLookup& lookup) {
-  for (const char* v : {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "RANK", "WORLD_SIZE",
-                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                        "SLURM_PROCID", "SLURM_NTASKS"})
+  for (const char* v :
+       {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
     if (lookup(v)) return true;
   return false;
 }
 
-BootstrapEnv read_bootstrap_env() { return read_bootstrap_env(env_var); }
+BootstrapEnv read_bootstrap_env() {
+  return read_bootstrap_env(env_var);
+}
 
 BootstrapEnv read_bootstrap_env(const EnvLookup& lookup) {
   BootstrapEnv env;
@@ -95,11 +99,14 @@ BootstrapEnv read_bootstrap_env(const EnvLookup& lookup) {
   } else {
     auto addr = lookup("MASTER_ADDR");
     auto port = lookup("MASTER_PORT");
-    if (addr && !port) fail(ErrorCode::invalid_argument, "MASTER_ADDR is set but MASTER_PORT is not");
-    if (port && !addr) fail(ErrorCode::invalid_argument, "MASTER_PORT is set but MASTER_ADDR is not");
+    if (addr && !port)
+      fail(ErrorCode::invalid_argument, "MASTER_ADDR is set but MASTER_PORT is not");
+    if (port && !addr)
+      fail(ErrorCode::invalid_argument, "MASTER_PORT is set but MASTER_ADDR is not");
     if (!addr)
       fail(ErrorCode::invalid_argument, "rank ", env.rank, " of ", env.world_size, " (from ",
-           env.source, " variables): no store; set CHORUS_STORE=file:///shared/dir or "
+           env.source,
+           " variables): no store; set CHORUS_STORE=file:///shared/dir or "
            "tcp://host:port, or MASTER_ADDR and MASTER_PORT");
     const int p = parse_index("MASTER_PORT", *port);
     if (p < 1 || p > 65535)
@@ -130,7 +137,9 @@ std::string Config::algorithm_for(Collective c) const {
   return algorithm_all;
 }
 
-Config Config::from_env() { return from_env(env_var); }
+Config Config::from_env() {
+  return from_env(env_var);
+}
 
 Config Config::from_env(const EnvLookup& lookup) {
   Config cfg;
@@ -174,11 +183,16 @@ Config Config::from_env(const EnvLookup& lookup) {
       const size_t comma = rest.find(',');
       std::string_view item = trim(rest.substr(0, comma));
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-      if (item == "WARN") cfg.log_level = LogLevel::warn;
-      else if (item == "INFO") cfg.log_level = LogLevel::info;
-      else if (item == "TRACE") cfg.log_level = LogLevel::trace;
-      else if (item == "TUNING") cfg.log_tuning = true;
-      else if (item == "NONE") cfg.log_level = LogLevel::none;
+      if (item == "WARN")
+        cfg.log_level = LogLevel::warn;
+      else if (item == "INFO")
+        cfg.log_level = LogLevel::info;
+      else if (item == "TRACE")
+        cfg.log_level = LogLevel::trace;
+      else if (item == "TUNING")
+        cfg.log_tuning = true;
+      else if (item == "NONE")
+        cfg.log_level = LogLevel::none;
       else if (!item.empty())
         fail(ErrorCode::invalid_argument, "CHORUS_DEBUG: '", item,
              "' is not one of NONE, WARN, INFO, TRACE, TUNING");
@@ -246,8 +260,8 @@ void check_config_directories(const Config& config) {
     std::error_code ec;
     std::filesystem::create_directories(*dir, ec);
     if (ec)
-      fail(ErrorCode::invalid_argument, var, "='", *dir, "' cannot be made a directory: ",
-           ec.message());
+      fail(ErrorCode::invalid_argument, var, "='", *dir,
+           "' cannot be made a directory: ", ec.message());
     if (!std::filesystem::is_directory(*dir, ec))
       fail(ErrorCode::invalid_argument, var, "='", *dir, "' is not a directory");
   }

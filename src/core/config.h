@@ -73,15 +73,15 @@ struct Config {
   std::chrono::microseconds spin{50};
   size_t segment_bytes = 0;  // 0 = each algorithm's default
   std::string tuning_file;
-  bool tuning_cache = true;     // CHORUS_TUNING_CACHE
-  std::string cache_dir;        // $XDG_CACHE_HOME/chorus or $HOME/.cache/chorus; "" = none
+  bool tuning_cache = true;  // CHORUS_TUNING_CACHE
+  std::string cache_dir;     // $XDG_CACHE_HOME/chorus or $HOME/.cache/chorus; "" = none
   size_t tcp_streams = 1;
-  std::string tcp_address;  // "" = derive from the route to the store
-  bool bind_cores = true;   // CHORUS_BIND
-  std::string host_id;      // CHORUS_HOST_ID; "" = hostname and boot id
+  std::string tcp_address;          // "" = derive from the route to the store
+  bool bind_cores = true;           // CHORUS_BIND
+  std::string host_id;              // CHORUS_HOST_ID; "" = hostname and boot id
   std::string flight_recorder_dir;  // CHORUS_FLIGHT_RECORDER; "" = no files
   std::string trace_dir;            // CHORUS_TRACE; "" = no timeline
-  std::string store_secret;  // CHORUS_STORE_SECRET; "" = an open tcp:// store
+  std::string store_secret;         // CHORUS_STORE_SECRET; "" = an open tcp:// store
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;

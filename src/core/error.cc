@@ -4,13 +4,20 @@ namespace chorus {
 
 std::string_view to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::invalid_argument: return "invalid_argument";
-    case ErrorCode::timeout: return "timeout";
-    case ErrorCode::peer_failure: return "peer_failure";
-    case ErrorCode::mismatch: return "mismatch";
-    case ErrorCode::aborted: return "aborted";
-    case ErrorCode::system: return "system";
-    case ErrorCode::internal: return "internal";
+    case ErrorCode::invalid_argument:
+      return "invalid_argument";
+    case ErrorCode::timeout:
+      return "timeout";
+    case ErrorCode::peer_failure:
+      return "peer_failure";
+    case ErrorCode::mismatch:
+      return "mismatch";
+    case ErrorCode::aborted:
+      return "aborted";
+    case ErrorCode::system:
+      return "system";
+    case ErrorCode::internal:
+      return "internal";
   }
   return "unknown";
 }

@@ -26,7 +26,8 @@ struct Sum {
   template <typename T>
   static T apply(T a, T b) {
     if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(static_cast<Wide<T>>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b)));
+      return static_cast<T>(
+          static_cast<Wide<T>>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b)));
     else
       return a + b;
   }
@@ -47,23 +48,34 @@ struct Prod {
 };
 struct Min {
   template <typename T>
-  static T apply(T a, T b) { return b < a ? b : a; }
+  static T apply(T a, T b) {
+    return b < a ? b : a;
+  }
 };
 struct Max {
   template <typename T>
-  static T apply(T a, T b) { return a < b ? b : a; }
+  static T apply(T a, T b) {
+    return a < b ? b : a;
+  }
 };
 
 // float16 <-> float32 through the compiler's _Float16 type: with F16C these are
 // vcvtph2ps / vcvtps2ph; otherwise the runtime's correctly rounded routines.
-inline float h2f(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
-inline uint16_t f2h(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+inline float h2f(uint16_t h) {
+  return static_cast<float>(std::bit_cast<_Float16>(h));
+}
+inline uint16_t f2h(float f) {
+  return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
+}
 
-inline float b2f(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float b2f(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 inline uint16_t f2b(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                    // round to nearest, ties to even
   return static_cast<uint16_t>(u >> 16);
 }
 
@@ -94,16 +106,26 @@ template <typename Op>
 [[gnu::always_inline]] inline void dispatch(DataType t, void* d, const void* a, const void* b,
                                             size_t n) {
   switch (t) {
-    case DataType::int8: return loop<int8_t, Op>(d, a, b, n);
-    case DataType::uint8: return loop<uint8_t, Op>(d, a, b, n);
-    case DataType::int32: return loop<int32_t, Op>(d, a, b, n);
-    case DataType::uint32: return loop<uint32_t, Op>(d, a, b, n);
-    case DataType::int64: return loop<int64_t, Op>(d, a, b, n);
-    case DataType::uint64: return loop<uint64_t, Op>(d, a, b, n);
-    case DataType::float16: return loop16<false, Op>(d, a, b, n);
-    case DataType::bfloat16: return loop16<true, Op>(d, a, b, n);
-    case DataType::float32: return loop<float, Op>(d, a, b, n);
-    case DataType::float64: return loop<double, Op>(d, a, b, n);
+    case DataType::int8:
+      return loop<int8_t, Op>(d, a, b, n);
+    case DataType::uint8:
+      return loop<uint8_t, Op>(d, a, b, n);
+    case DataType::int32:
+      return loop<int32_t, Op>(d, a, b, n);
+    case DataType::uint32:
+      return loop<uint32_t, Op>(d, a, b, n);
+    case DataType::int64:
+      return loop<int64_t, Op>(d, a, b, n);
+    case DataType::uint64:
+      return loop<uint64_t, Op>(d, a, b, n);
+    case DataType::float16:
+      return loop16<false, Op>(d, a, b, n);
+    case DataType::bfloat16:
+      return loop16<true, Op>(d, a, b, n);
+    case DataType::float32:
+      return loop<float, Op>(d, a, b, n);
+    case DataType::float64:
+      return loop<double, Op>(d, a, b, n);
   }
 }
 
@@ -111,10 +133,14 @@ template <typename Op>
                                               const void* b, size_t n) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return dispatch<Sum>(t, d, a, b, n);
-    case ReduceOp::prod: return dispatch<Prod>(t, d, a, b, n);
-    case ReduceOp::min: return dispatch<Min>(t, d, a, b, n);
-    case ReduceOp::max: return dispatch<Max>(t, d, a, b, n);
+    case ReduceOp::avg:
+      return dispatch<Sum>(t, d, a, b, n);
+    case ReduceOp::prod:
+      return dispatch<Prod>(t, d, a, b, n);
+    case ReduceOp::min:
+      return dispatch<Min>(t, d, a, b, n);
+    case ReduceOp::max:
+      return dispatch<Max>(t, d, a, b, n);
   }
 }
 
@@ -127,8 +153,7 @@ void reduce_baseline(DataType t, ReduceOp op, void* d, const void* a, const void
 // rounded back to nearest even (imm 0 = round to nearest); the scalar tail
 // goes through the same conversion as the baseline.
 template <typename Op>
-[[gnu::target("avx2,f16c,fma")]] void half_f16c(void* dst, const void* a, const void* b,
-                                                size_t n) {
+[[gnu::target("avx2,f16c,fma")]] void half_f16c(void* dst, const void* a, const void* b, size_t n) {
   auto* d = static_cast<uint16_t*>(dst);
   const auto* x = static_cast<const uint16_t*>(a);
   const auto* y = static_cast<const uint16_t*>(b);
@@ -137,25 +162,33 @@ template <typename Op>
     const __m256 fx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
     const __m256 fy = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
     __m256 r;
-    if constexpr (std::is_same_v<Op, Sum>) r = _mm256_add_ps(fx, fy);
-    else if constexpr (std::is_same_v<Op, Prod>) r = _mm256_mul_ps(fx, fy);
+    if constexpr (std::is_same_v<Op, Sum>)
+      r = _mm256_add_ps(fx, fy);
+    else if constexpr (std::is_same_v<Op, Prod>)
+      r = _mm256_mul_ps(fx, fy);
     // Operand order as the scalar Min/Max: on NaN, the scalar form keeps `a`.
-    else if constexpr (std::is_same_v<Op, Min>) r = _mm256_min_ps(fy, fx);
-    else r = _mm256_max_ps(fy, fx);
+    else if constexpr (std::is_same_v<Op, Min>)
+      r = _mm256_min_ps(fy, fx);
+    else
+      r = _mm256_max_ps(fy, fx);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(r, 0));
   }
   for (; i < n; ++i) d[i] = f2h(Op::template apply<float>(h2f(x[i]), h2f(y[i])));
 }
 
-[[gnu::target("avx2,f16c,fma")]] void reduce_avx2(DataType t, ReduceOp op, void* d,
-                                                   const void* a, const void* b, size_t n) {
+[[gnu::target("avx2,f16c,fma")]] void reduce_avx2(DataType t, ReduceOp op, void* d, const void* a,
+                                                  const void* b, size_t n) {
   if (t == DataType::float16) {
     switch (op) {
       case ReduceOp::sum:
-      case ReduceOp::avg: return half_f16c<Sum>(d, a, b, n);
-      case ReduceOp::prod: return half_f16c<Prod>(d, a, b, n);
-      case ReduceOp::min: return half_f16c<Min>(d, a, b, n);
-      case ReduceOp::max: return half_f16c<Max>(d, a, b, n);
+      case ReduceOp::avg:
+        return half_f16c<Sum>(d, a, b, n);
+      case ReduceOp::prod:
+        return half_f16c<Prod>(d, a, b, n);
+      case ReduceOp::min:
+        return half_f16c<Min>(d, a, b, n);
+      case ReduceOp::max:
+        return half_f16c<Max>(d, a, b, n);
     }
   }
   reduce_any(t, op, d, a, b, n);
@@ -194,14 +227,22 @@ void reduce_into(DataType type, ReduceOp op, void* dst, const void* a, const voi
 
 void divide_by(DataType type, void* dst, size_t count, size_t n) {
   switch (type) {
-    case DataType::int8: return divide_loop<int8_t>(dst, count, n);
-    case DataType::uint8: return divide_loop<uint8_t>(dst, count, n);
-    case DataType::int32: return divide_loop<int32_t>(dst, count, n);
-    case DataType::uint32: return divide_loop<uint32_t>(dst, count, n);
-    case DataType::int64: return divide_loop<int64_t>(dst, count, n);
-    case DataType::uint64: return divide_loop<uint64_t>(dst, count, n);
-    case DataType::float32: return divide_loop<float>(dst, count, n);
-    case DataType::float64: return divide_loop<double>(dst, count, n);
+    case DataType::int8:
+      return divide_loop<int8_t>(dst, count, n);
+    case DataType::uint8:
+      return divide_loop<uint8_t>(dst, count, n);
+    case DataType::int32:
+      return divide_loop<int32_t>(dst, count, n);
+    case DataType::uint32:
+      return divide_loop<uint32_t>(dst, count, n);
+    case DataType::int64:
+      return divide_loop<int64_t>(dst, count, n);
+    case DataType::uint64:
+      return divide_loop<uint64_t>(dst, count, n);
+    case DataType::float32:
+      return divide_loop<float>(dst, count, n);
+    case DataType::float64:
+      return divide_loop<double>(dst, count, n);
     case DataType::float16: {
       uint16_t* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < count; ++i) d[i] = f2h(h2f(d[i]) / static_cast<float>(n));
@@ -216,9 +257,17 @@ void divide_by(DataType type, void* dst, size_t count, size_t n) {
   fail(ErrorCode::invalid_argument, "invalid DataType value ", static_cast<int>(type));
 }
 
-float half_to_float(uint16_t h) { return h2f(h); }
-uint16_t float_to_half(float f) { return f2h(f); }
-float bfloat16_to_float(uint16_t b) { return b2f(b); }
-uint16_t float_to_bfloat16(float f) { return f2b(f); }
+float half_to_float(uint16_t h) {
+  return h2f(h);
+}
+uint16_t float_to_half(float f) {
+  return f2h(f);
+}
+float bfloat16_to_float(uint16_t b) {
+  return b2f(b);
+}
+uint16_t float_to_bfloat16(float f) {
+  return f2b(f);
+}
 
 }  // namespace chorus

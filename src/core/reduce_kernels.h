@@ -14,8 +14,7 @@ namespace chorus {
 
 // dst[i] = a[i] (+) b[i] for i < count. dst may equal a or b (exactly, not a
 // partial overlap).
-void reduce_into(DataType type, ReduceOp op, void* dst, const void* a, const void* b,
-                 size_t count);
+void reduce_into(DataType type, ReduceOp op, void* dst, const void* a, const void* b, size_t count);
 
 // dst[i] = dst[i] / n (integers truncate toward zero), for avg.
 void divide_by(DataType type, void* dst, size_t count, size_t n);

@@ -37,8 +37,8 @@ struct CallLabel {
 // copies two small arrays: the cache of the communicator holds these.
 struct PreparedProgram {
   Program program;
-  std::vector<uint32_t> dep_count;          // per op
-  std::vector<uint32_t> dependents_begin;   // CSR offsets, ops + 1 entries
+  std::vector<uint32_t> dep_count;         // per op
+  std::vector<uint32_t> dependents_begin;  // CSR offsets, ops + 1 entries
   std::vector<OpIndex> dependents;
   bool one_sided = false;  // has get, get_reduce, signal or wait ops
 };

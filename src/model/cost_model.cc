@@ -81,8 +81,7 @@ Prediction seed_allreduce_time(std::string_view algorithm, int n, double m, cons
   return Prediction::none(str_cat("the seed's table has no figure for allreduce(", algorithm, ")"));
 }
 
-bool closed_form_applies(const ClosedForm& f, std::string_view topology, int nranks,
-                         int ports) {
+bool closed_form_applies(const ClosedForm& f, std::string_view topology, int nranks, int ports) {
   if (f.ports != 0 && f.ports != ports) return false;
   if (topology == "hypercube" && !is_pow2(nranks)) return false;
   for (size_t i = 0; i < f.topologies.size();) {

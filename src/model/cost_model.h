@@ -173,7 +173,6 @@ Prediction seed_allreduce_time(std::string_view algorithm, int nranks, double by
 // Whether `form` is exact on simulator topology `topology` at N ranks with
 // `ports` ports ("hypercube" routes match the halving partners only for N a
 // power of two).
-bool closed_form_applies(const ClosedForm& form, std::string_view topology, int nranks,
-                         int ports);
+bool closed_form_applies(const ClosedForm& form, std::string_view topology, int nranks, int ports);
 
 }  // namespace chorus

@@ -53,7 +53,7 @@ struct HostParams {
 };
 
 struct ComputeModel {
-  RateCurve copy;                          // local memcpy
+  RateCurve copy;                            // local memcpy
   std::map<std::string, RateCurve> kernels;  // by kernel_key
   // Memory traffic per byte: a copy reads and writes, a reduction reads two
   // inputs and writes one.

@@ -31,10 +31,14 @@ double parse_time(std::string_view text, std::string_view what) {
     fail(ErrorCode::invalid_argument, what, ": '", text,
          "' is not a non-negative time (examples: 2us, 1.5ms, 300ns, 0.1s)");
   double scale = 0;
-  if (unit.empty() || unit == "s") scale = 1;
-  else if (unit == "ms") scale = 1e-3;
-  else if (unit == "us") scale = 1e-6;
-  else if (unit == "ns") scale = 1e-9;
+  if (unit.empty() || unit == "s")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e-3;
+  else if (unit == "us")
+    scale = 1e-6;
+  else if (unit == "ns")
+    scale = 1e-9;
   else
     fail(ErrorCode::invalid_argument, what, ": unknown time unit '", unit, "' in '", text,
          "' (use s, ms, us or ns)");
@@ -48,11 +52,16 @@ double parse_bandwidth(std::string_view text, std::string_view what) {
     fail(ErrorCode::invalid_argument, what, ": '", text,
          "' is not a positive bandwidth (examples: 25GB/s, 100MB/s, 1e9B/s)");
   double scale = 0;
-  if (unit.empty() || unit == "B/s") scale = 1;
-  else if (unit == "KB/s") scale = 1e3;
-  else if (unit == "MB/s") scale = 1e6;
-  else if (unit == "GB/s") scale = 1e9;
-  else if (unit == "TB/s") scale = 1e12;
+  if (unit.empty() || unit == "B/s")
+    scale = 1;
+  else if (unit == "KB/s")
+    scale = 1e3;
+  else if (unit == "MB/s")
+    scale = 1e6;
+  else if (unit == "GB/s")
+    scale = 1e9;
+  else if (unit == "TB/s")
+    scale = 1e12;
   else
     fail(ErrorCode::invalid_argument, what, ": unknown bandwidth unit '", unit, "' in '", text,
          "' (use B/s, KB/s, MB/s, GB/s or TB/s; 1 GB = 1e9 B)");
@@ -68,11 +77,16 @@ size_t parse_size(std::string_view text, std::string_view what) {
   std::string_view unit = text.substr(digits);
   if (!unit.empty() && unit.back() == 'B') unit.remove_suffix(1);
   int shift = 0;
-  if (unit.empty()) shift = 0;
-  else if (unit == "K") shift = 10;
-  else if (unit == "M") shift = 20;
-  else if (unit == "G") shift = 30;
-  else if (unit == "T") shift = 40;
+  if (unit.empty())
+    shift = 0;
+  else if (unit == "K")
+    shift = 10;
+  else if (unit == "M")
+    shift = 20;
+  else if (unit == "G")
+    shift = 30;
+  else if (unit == "T")
+    shift = 40;
   else
     fail(ErrorCode::invalid_argument, what, ": unknown size suffix '", text.substr(digits),
          "' in '", text, "' (use K, M, G or T; K = 1024)");

@@ -17,7 +17,9 @@
 
 namespace chorus {
 
-std::string errno_text(int err) { return str_cat(std::strerror(err), " (errno ", err, ")"); }
+std::string errno_text(int err) {
+  return str_cat(std::strerror(err), " (errno ", err, ")");
+}
 
 namespace {
 
@@ -139,8 +141,8 @@ Fd connect_with_retry(const Endpoint& ep, Deadline deadline, const std::string& 
     }
     if (err != ETIMEDOUT) last = errno_text(err);
     if (Clock::now() + backoff >= deadline)
-      fail(ErrorCode::timeout, what, ": cannot connect to ", ep.describe(), " before the deadline (",
-           last, ")");
+      fail(ErrorCode::timeout, what, ": cannot connect to ", ep.describe(),
+           " before the deadline (", last, ")");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }

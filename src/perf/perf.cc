@@ -17,8 +17,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <memory>
+#include <optional>
 
 namespace chorus::perf {
 namespace {
@@ -109,7 +109,8 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
             } else if (a == "all") {
               for (const Algorithm* algo : algorithms_for(c))
                 if (supports(*algo, spec)) add(std::string(algo->name), std::string(algo->name));
-            } else if (const Algorithm* algo = find_algorithm(c, a); algo && supports(*algo, spec)) {
+            } else if (const Algorithm* algo = find_algorithm(c, a);
+                       algo && supports(*algo, spec)) {
               add(a, a);
             }
           }
@@ -146,8 +147,16 @@ double model_predicted_us(const RowPlan& p, int n, size_t segment_bytes, const M
 
 // One call of a row on the given buffers.
 Call row_call(const RowPlan& p, const void* send, void* recv, const CallOptions& opts) {
-  return {Call::Kind::collective, p.collective, send, recv, p.api_count, p.type, p.op, p.root,
-          -1, opts};
+  return {Call::Kind::collective,
+          p.collective,
+          send,
+          recv,
+          p.api_count,
+          p.type,
+          p.op,
+          p.root,
+          -1,
+          opts};
 }
 
 // Where input and output live for one placement: out of place they are the
@@ -162,10 +171,14 @@ std::optional<Placement> place(const RowPlan& p, int rank, bool in_place, std::b
   if (!in_place) return Placement{s, r, s};
   const size_t off = static_cast<size_t>(rank) * p.api_count * dtype_size(p.type);
   switch (traits(p.collective).in_place) {
-    case InPlace::same: return Placement{r, r, r};
-    case InPlace::send_in_recv: return Placement{r + off, r, r + off};
-    case InPlace::recv_in_send: return Placement{r, r + off, r};
-    case InPlace::none: break;
+    case InPlace::same:
+      return Placement{r, r, r};
+    case InPlace::send_in_recv:
+      return Placement{r + off, r, r + off};
+    case InPlace::recv_in_send:
+      return Placement{r, r + off, r};
+    case InPlace::none:
+      break;
   }
   return std::nullopt;
 }
@@ -269,8 +282,9 @@ double busbw_factor(Collective c, int nranks) {
 
 LinkEstimate measure_link(Communicator& comm) {
   Transport& transport = detail::impl_of(comm).transport();
-  const LinkParams p = calibrate_link(transport, deadline_after(detail::impl_of(comm).config().timeout),
-                                      CalibrationOptions::thorough());
+  const LinkParams p =
+      calibrate_link(transport, deadline_after(detail::impl_of(comm).config().timeout),
+                     CalibrationOptions::thorough());
   return {p.alpha, p.beta};
 }
 
@@ -323,8 +337,8 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
   const std::vector<RowPlan> plan = plan_rows(comm, o);
   rep.link = measure_link(comm);
   const Tuner* tuner = detail::impl_of(comm).selector().tuner();
-  const MachineSim* model = tuner && tuner->model() && tuner->model()->fitted() ? tuner->model()
-                                                                                 : nullptr;
+  const MachineSim* model =
+      tuner && tuner->model() && tuner->model()->fitted() ? tuner->model() : nullptr;
   rep.fitted = model != nullptr;
   if (rank0 && hooks.start) hooks.start(rep);
   // --buffers window: both buffers in shared windows (collectives read the
@@ -337,8 +351,10 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
   std::byte* recv_base = nullptr;
   if (o.buffers == "window") {
     if (!detail::impl_of(comm).transport().shares_memory())
-      fail(ErrorCode::invalid_argument, "chorus-perf: --buffers window needs ranks that share "
-           "memory (shm or inproc), not ", rep.transport);
+      fail(ErrorCode::invalid_argument,
+           "chorus-perf: --buffers window needs ranks that share "
+           "memory (shm or inproc), not ",
+           rep.transport);
     win_send = comm.window(o.max_bytes);
     win_recv = comm.window(o.max_bytes);
     send_base = static_cast<std::byte*>(win_send.data());
@@ -390,7 +406,8 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     if (rank0) {
       row.predicted_us =
           model != nullptr
-              ? model_predicted_us(p, rep.nranks, detail::impl_of(comm).config().segment_bytes, *model)
+              ? model_predicted_us(p, rep.nranks, detail::impl_of(comm).config().segment_bytes,
+                                   *model)
               : predicted_us(p, rep.nranks, detail::impl_of(comm).config().segment_bytes, rep.link);
       row.err_pct = best > 0 ? 100.0 * (best - row.predicted_us) / best : std::nan("");
     }

@@ -27,12 +27,12 @@ namespace chorus::perf {
 // What to sweep, and how chorus-perf runs it (tools/perf_cli.h parses these
 // from nccl-tests' flags, named beside each field).
 struct PerfOptions {
-  std::vector<Collective> collectives;             // positional: one name, or "all"
-  size_t min_bytes = 8;                            // -b
-  size_t max_bytes = size_t{32} << 20;             // -e
-  double step_factor = 2;                          // -f
-  int iters = 20;                                  // -n
-  int warmup = 5;                                  // -w
+  std::vector<Collective> collectives;  // positional: one name, or "all"
+  size_t min_bytes = 8;                 // -b
+  size_t max_bytes = size_t{32} << 20;  // -e
+  double step_factor = 2;               // -f
+  int iters = 20;                       // -n
+  int warmup = 5;                       // -w
   // --min-time: more timed iterations than -n where a row would otherwise
   // time less than this (0 = exactly -n); calibration uses it so that small
   // sizes are not timed over a few microseconds.
@@ -44,11 +44,11 @@ struct PerfOptions {
   bool blocking = true;                            // -z
   std::vector<std::string> algorithms{"auto"};     // -a: names, "all" or "auto"
   int ranks = 2;                                   // --ranks
-  std::string transport = "auto";  // --transport
-  std::string buffers = "user";    // --buffers: user (ordinary memory) or window
-  std::string json_file;           // --json
-  std::string calibrate_file;      // --calibrate: write a tuning file instead of a table
-  bool help = false;               // -h
+  std::string transport = "auto";                  // --transport
+  std::string buffers = "user";                    // --buffers: user (ordinary memory) or window
+  std::string json_file;                           // --json
+  std::string calibrate_file;  // --calibrate: write a tuning file instead of a table
+  bool help = false;           // -h
   // Test hook (hidden flag --corrupt-one): after each checked call, the last
   // rank flips one output element before counting, so #wrong must say 1.
   bool corrupt_one = false;
@@ -106,7 +106,7 @@ struct PerfRow {
 
 struct PerfReport {
   LinkEstimate link;
-  bool fitted = false;  // pred(us) and the bound come from a fitted machine model
+  bool fitted = false;    // pred(us) and the bound come from a fitted machine model
   std::string transport;  // the communicator's transport, as it names itself
   int nranks = 1;
   std::vector<PerfRow> rows;

@@ -123,15 +123,24 @@ double reduced_value(const CheckCase& c, size_t i) {
 // integers above (float16/bfloat16 stored as their 16-bit patterns).
 template <DataType T>
 auto elem_tag() {
-  if constexpr (T == DataType::int8) return int8_t{};
-  else if constexpr (T == DataType::uint8) return uint8_t{};
-  else if constexpr (T == DataType::int32) return int32_t{};
-  else if constexpr (T == DataType::uint32) return uint32_t{};
-  else if constexpr (T == DataType::int64) return int64_t{};
-  else if constexpr (T == DataType::uint64) return uint64_t{};
-  else if constexpr (T == DataType::float16 || T == DataType::bfloat16) return uint16_t{};
-  else if constexpr (T == DataType::float32) return float{};
-  else return double{};
+  if constexpr (T == DataType::int8)
+    return int8_t{};
+  else if constexpr (T == DataType::uint8)
+    return uint8_t{};
+  else if constexpr (T == DataType::int32)
+    return int32_t{};
+  else if constexpr (T == DataType::uint32)
+    return uint32_t{};
+  else if constexpr (T == DataType::int64)
+    return int64_t{};
+  else if constexpr (T == DataType::uint64)
+    return uint64_t{};
+  else if constexpr (T == DataType::float16 || T == DataType::bfloat16)
+    return uint16_t{};
+  else if constexpr (T == DataType::float32)
+    return float{};
+  else
+    return double{};
 }
 template <DataType T>
 struct Elem {
@@ -228,9 +237,8 @@ size_t wrong_typed(const CheckCase& c, const void* output) {
   const auto* p = static_cast<const E*>(output);
   size_t wrong = 0;
   // Compared bit for bit: a NaN poison never equals an expected value.
-  for_each_expected<T>(c, [&](size_t at, E want) {
-    wrong += std::memcmp(&p[at], &want, sizeof(E)) != 0;
-  });
+  for_each_expected<T>(
+      c, [&](size_t at, E want) { wrong += std::memcmp(&p[at], &want, sizeof(E)) != 0; });
   return wrong;
 }
 
@@ -241,9 +249,8 @@ std::vector<std::byte> expected_typed(const CheckCase& c) {
   if (!uses_output(c.collective, c.rank, c.root)) return out;
   CollectiveSpec spec{c.collective, c.nranks, c.rank, c.count, sizeof(E), c.root};
   out.resize(buffer_counts(spec).output * sizeof(E));
-  for_each_expected<T>(c, [&](size_t at, E want) {
-    std::memcpy(out.data() + at * sizeof(E), &want, sizeof(E));
-  });
+  for_each_expected<T>(
+      c, [&](size_t at, E want) { std::memcpy(out.data() + at * sizeof(E), &want, sizeof(E)); });
   return out;
 }
 

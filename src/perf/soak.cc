@@ -81,10 +81,16 @@ Collective collective_of(SoakKind k) {
 
 // What collective.h says of the kind's collective (send_recv and barrier:
 // neither reduces nor has a root).
-bool reduces(SoakKind k) { return chorus::reduces(collective_of(k)); }
-bool rooted(SoakKind k) { return chorus::rooted(collective_of(k)); }
+bool reduces(SoakKind k) {
+  return chorus::reduces(collective_of(k));
+}
+bool rooted(SoakKind k) {
+  return chorus::rooted(collective_of(k));
+}
 // The API counts these per rank block: a call's largest buffer is N blocks.
-bool blocked(SoakKind k) { return per_rank_blocks(collective_of(k)); }
+bool blocked(SoakKind k) {
+  return per_rank_blocks(collective_of(k));
+}
 
 // A count in [0, max_count]: 0 and 1 a tenth of the time each, a count near
 // N or 2N a tenth, a prime a fifth, else log-uniform (every power of two
@@ -301,8 +307,16 @@ class Soaker {
     CallOptions opts;
     opts.algorithm = call.algorithm;
     const Collective coll = collective_of(call.kind);
-    Call api{Call::Kind::collective, coll, nullptr, nullptr, call.count, call.type, call.op,
-             call.root, -1, opts};
+    Call api{Call::Kind::collective,
+             coll,
+             nullptr,
+             nullptr,
+             call.count,
+             call.type,
+             call.op,
+             call.root,
+             -1,
+             opts};
     if (call.kind == SoakKind::barrier) {
       issue(is, api);
       return;

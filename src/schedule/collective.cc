@@ -9,9 +9,12 @@ BufferCounts buffer_counts(const CollectiveSpec& s) {
 
 std::optional<size_t> in_place_input_offset(const CollectiveSpec& s) {
   switch (traits(s.collective).in_place) {
-    case InPlace::same: return 0;
-    case InPlace::send_in_recv: return static_cast<size_t>(s.rank) * s.count;
-    default: return std::nullopt;
+    case InPlace::same:
+      return 0;
+    case InPlace::send_in_recv:
+      return static_cast<size_t>(s.rank) * s.count;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -51,10 +51,10 @@ std::optional<MatchError> meet(std::span<const Program> programs, FlatMatching& 
       if (sc == rc) return std::nullopt;
       const OpIndex si = s - base_a;
       const OpIndex ri = r - base_b;
-      return MatchError{MatchError::Kind::count_mismatch, a, si, b,
-                        str_cat("send #", j, " from rank ", a, " to rank ", b, " (op ", si,
-                                ") carries ", sc, " elements but the matching receive at rank ",
-                                b, " (op ", ri, ") expects ", rc)};
+      return MatchError{
+          MatchError::Kind::count_mismatch, a, si, b,
+          str_cat("send #", j, " from rank ", a, " to rank ", b, " (op ", si, ") carries ", sc,
+                  " elements but the matching receive at rank ", b, " (op ", ri, ") expects ", rc)};
     };
     if (auto e = check(0, sends.head, sends.head_count, recvs->head, recvs->head_count)) return e;
     return check(ns - 1, sends.tail, sends.tail_count, recvs->tail, recvs->tail_count);
@@ -85,8 +85,7 @@ std::optional<MatchError> meet(std::span<const Program> programs, FlatMatching& 
       mismatch = MatchError{
           MatchError::Kind::count_mismatch, a, si, b,
           str_cat("send #", j, " from rank ", a, " to rank ", b, " (op ", si, ") carries ", sc,
-                  " elements but the matching receive at rank ", b, " (op ", ri, ") expects ",
-                  rc)};
+                  " elements but the matching receive at rank ", b, " (op ", ri, ") expects ", rc)};
     m.partner[s] = r;
     m.partner[r] = s;
     if (j > 0) {
@@ -104,10 +103,10 @@ std::optional<MatchError> meet(std::span<const Program> programs, FlatMatching& 
   }
   if (nr > k) {
     const OpIndex ri = extra_recv - base_b;
-    return MatchError{MatchError::Kind::unmatched_receive, b, ri, a,
-                      str_cat("receive #", k, " at rank ", b, " from rank ", a, " (op ", ri,
-                              ") has no matching send: rank ", a, " posts only ", ns,
-                              " sends to rank ", b)};
+    return MatchError{
+        MatchError::Kind::unmatched_receive, b, ri, a,
+        str_cat("receive #", k, " at rank ", b, " from rank ", a, " (op ", ri,
+                ") has no matching send: rank ", a, " posts only ", ns, " sends to rank ", b)};
   }
   return std::nullopt;
 }
@@ -150,9 +149,8 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
       if (!has_peer(o.kind)) continue;
       if (o.peer < 0 || o.peer >= n || o.peer == r) {
         result.error = MatchError{MatchError::Kind::bad_peer, r, static_cast<OpIndex>(i), o.peer,
-                                  str_cat("rank ", r, " op ", i, " (", describe(o),
-                                          ") names peer ", o.peer, " outside [0, ", n,
-                                          ") or itself")};
+                                  str_cat("rank ", r, " op ", i, " (", describe(o), ") names peer ",
+                                          o.peer, " outside [0, ", n, ") or itself")};
         return result;
       }
       const int d = o.kind == OpKind::send ? 0 : 1;
@@ -172,8 +170,13 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
         const auto up = static_cast<size_t>(p);
         const uint32_t head = first[d][up];
         const uint32_t tail = last[d][up];
-        const Channel c{d == 0 ? r : p, d == 0 ? p : r, head, tail, len[d][up],
-                        op_count(ops[head - m.base[ur]]), op_count(ops[tail - m.base[ur]])};
+        const Channel c{d == 0 ? r : p,
+                        d == 0 ? p : r,
+                        head,
+                        tail,
+                        len[d][up],
+                        op_count(ops[head - m.base[ur]]),
+                        op_count(ops[tail - m.base[ur]])};
         if (d == 0) {
           send_chans.push_back(c);
         } else {
@@ -229,10 +232,10 @@ FlatMatchResult match_programs_flat(std::span<const Program> programs) {
     for (size_t i = 0; i < ops.size(); ++i) {
       if (!is_receive(ops[i].kind) || m.partner[base_b + i] != kNoGlobalOp) continue;
       const int a = ops[i].peer;
-      result.error = MatchError{MatchError::Kind::unmatched_receive, b, static_cast<OpIndex>(i), a,
-                                str_cat("receive at rank ", b, " from rank ", a, " (op ", i,
-                                        ") has no matching send: rank ", a,
-                                        " posts no sends to rank ", b)};
+      result.error =
+          MatchError{MatchError::Kind::unmatched_receive, b, static_cast<OpIndex>(i), a,
+                     str_cat("receive at rank ", b, " from rank ", a, " (op ", i,
+                             ") has no matching send: rank ", a, " posts no sends to rank ", b)};
       return result;
     }
   }

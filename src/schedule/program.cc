@@ -6,31 +6,47 @@ namespace chorus {
 
 std::string_view to_string(BufferKind kind) {
   switch (kind) {
-    case BufferKind::input: return "input";
-    case BufferKind::output: return "output";
-    case BufferKind::scratch: return "scratch";
-    case BufferKind::window: return "window";
+    case BufferKind::input:
+      return "input";
+    case BufferKind::output:
+      return "output";
+    case BufferKind::scratch:
+      return "scratch";
+    case BufferKind::window:
+      return "window";
   }
   return "invalid";
 }
 
 std::string_view to_string(OpKind kind) {
   switch (kind) {
-    case OpKind::send: return "send";
-    case OpKind::recv: return "recv";
-    case OpKind::recv_reduce: return "recv_reduce";
-    case OpKind::copy: return "copy";
-    case OpKind::reduce: return "reduce";
-    case OpKind::divide: return "divide";
-    case OpKind::get: return "get";
-    case OpKind::get_reduce: return "get_reduce";
-    case OpKind::signal: return "signal";
-    case OpKind::wait: return "wait";
+    case OpKind::send:
+      return "send";
+    case OpKind::recv:
+      return "recv";
+    case OpKind::recv_reduce:
+      return "recv_reduce";
+    case OpKind::copy:
+      return "copy";
+    case OpKind::reduce:
+      return "reduce";
+    case OpKind::divide:
+      return "divide";
+    case OpKind::get:
+      return "get";
+    case OpKind::get_reduce:
+      return "get_reduce";
+    case OpKind::signal:
+      return "signal";
+    case OpKind::wait:
+      return "wait";
   }
   return "invalid";
 }
 
-bool is_receive(OpKind k) { return k == OpKind::recv || k == OpKind::recv_reduce; }
+bool is_receive(OpKind k) {
+  return k == OpKind::recv || k == OpKind::recv_reduce;
+}
 bool reads_src(OpKind k) {
   return k == OpKind::send || k == OpKind::recv_reduce || k == OpKind::copy ||
          k == OpKind::reduce || k == OpKind::get_reduce;
@@ -38,12 +54,18 @@ bool reads_src(OpKind k) {
 bool reads_dst(OpKind k) {
   return k == OpKind::reduce || k == OpKind::divide;
 }
-bool writes_dst(OpKind k) { return k != OpKind::send && k != OpKind::signal && k != OpKind::wait; }
-bool has_peer(OpKind k) { return k == OpKind::send || is_receive(k); }
+bool writes_dst(OpKind k) {
+  return k != OpKind::send && k != OpKind::signal && k != OpKind::wait;
+}
+bool has_peer(OpKind k) {
+  return k == OpKind::send || is_receive(k);
+}
 bool is_one_sided(OpKind k) {
   return k == OpKind::get || k == OpKind::get_reduce || k == OpKind::signal || k == OpKind::wait;
 }
-bool reads_remote(OpKind k) { return k == OpKind::get || k == OpKind::get_reduce; }
+bool reads_remote(OpKind k) {
+  return k == OpKind::get || k == OpKind::get_reduce;
+}
 
 size_t op_count(const Op& op) {
   if (op.kind == OpKind::signal || op.kind == OpKind::wait) return 0;
@@ -154,8 +176,7 @@ OpIndex ProgramBuilder::get_reduce(int peer, Region remote, Region src, Region d
   op.remote = remote;
   return add(std::move(op));
 }
-OpIndex ProgramBuilder::signal(int peer, uint32_t flag, std::vector<OpIndex> deps,
-                               uint32_t step) {
+OpIndex ProgramBuilder::signal(int peer, uint32_t flag, std::vector<OpIndex> deps, uint32_t step) {
   Op op = make_op(OpKind::signal, peer, {}, {}, step, std::move(deps));
   op.flag = flag;
   return add(std::move(op));
@@ -178,6 +199,8 @@ size_t ProgramBuilder::alloc_scratch(size_t count) {
   return off;
 }
 
-Program ProgramBuilder::finish() && { return std::move(program_); }
+Program ProgramBuilder::finish() && {
+  return std::move(program_);
+}
 
 }  // namespace chorus

@@ -79,11 +79,11 @@ enum class OpKind : uint8_t {
 inline constexpr int kOpKindCount = 10;
 std::string_view to_string(OpKind kind);
 
-bool is_receive(OpKind kind);  // recv or recv_reduce
-bool reads_src(OpKind kind);   // send, recv_reduce, copy, reduce, get_reduce
-bool reads_dst(OpKind kind);   // reduce, divide: dst is an operand too
-bool writes_dst(OpKind kind);  // every kind but send, signal and wait
-bool has_peer(OpKind kind);    // send, recv, recv_reduce: a message
+bool is_receive(OpKind kind);    // recv or recv_reduce
+bool reads_src(OpKind kind);     // send, recv_reduce, copy, reduce, get_reduce
+bool reads_dst(OpKind kind);     // reduce, divide: dst is an operand too
+bool writes_dst(OpKind kind);    // every kind but send, signal and wait
+bool has_peer(OpKind kind);      // send, recv, recv_reduce: a message
 bool is_one_sided(OpKind kind);  // get, get_reduce, signal, wait
 bool reads_remote(OpKind kind);  // get, get_reduce
 // Flags per (peer, call) that one-sided Programs may use: 0 .. kMaxFlags - 1.
@@ -93,9 +93,9 @@ using OpIndex = uint32_t;
 
 struct Op {
   OpKind kind = OpKind::copy;
-  int peer = -1;  // for send, recv, recv_reduce and the one-sided ops
-  Region src;     // read by send, recv_reduce, copy, reduce, get_reduce
-  Region dst;     // written by all but send, signal and wait
+  int peer = -1;      // for send, recv, recv_reduce and the one-sided ops
+  Region src;         // read by send, recv_reduce, copy, reduce, get_reduce
+  Region dst;         // written by all but send, signal and wait
   uint32_t step = 0;  // algorithm step, for tracing and step counts
   std::vector<OpIndex> deps;
   uint32_t divisor = 0;  // for divide

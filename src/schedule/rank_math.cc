@@ -13,7 +13,9 @@ int ring_add(int r, long long k, int n) {
   return static_cast<int>(v);
 }
 
-bool is_pow2(long long n) { return n > 0 && (n & (n - 1)) == 0; }
+bool is_pow2(long long n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
 
 int floor_log2(long long n) {
   CHORUS_CHECK(n >= 1);
@@ -25,7 +27,9 @@ int ceil_log2(long long n) {
   return n == 1 ? 0 : floor_log2(n - 1) + 1;
 }
 
-int floor_pow2(int n) { return 1 << floor_log2(n); }
+int floor_pow2(int n) {
+  return 1 << floor_log2(n);
+}
 
 Fold make_fold(int nranks) {
   CHORUS_CHECK(nranks >= 1);
@@ -41,7 +45,9 @@ int Fold::core_index(int rank) const {
   return rank - extra;
 }
 
-int Fold::core_rank(int c) const { return c < extra ? 2 * c + 1 : c + extra; }
+int Fold::core_rank(int c) const {
+  return c < extra ? 2 * c + 1 : c + extra;
+}
 
 int Fold::partner(int rank) const {
   if (rank >= 2 * extra) return -1;

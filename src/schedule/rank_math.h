@@ -27,8 +27,8 @@ bool is_pow2(long long n);
 //                         extra: 0, 2     core: 1->0, 3->1, 4->2, 5->3
 struct Fold {
   int nranks = 1;
-  int core = 1;    // P
-  int extra = 0;   // r
+  int core = 1;   // P
+  int extra = 0;  // r
   // Core index of a rank, or -1 for an extra rank.
   int core_index(int rank) const;
   // Rank that holds core index c.

@@ -31,8 +31,8 @@ struct BigAllocator {
     if (bytes < kHuge) return std::allocator<T>().allocate(n);
     const size_t size = round_up(bytes);
     // Map a huge page more than needed, then trim to an aligned range.
-    void* p = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                   0);
+    void* p =
+        mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     const auto at = reinterpret_cast<uintptr_t>(p);
     const uintptr_t aligned = (at + kHuge - 1) & ~(kHuge - 1);
@@ -57,10 +57,11 @@ struct BigAllocator {
   }
 
  private:
-  static size_t round_up(size_t bytes) { return (bytes + kHuge - 1) & ~(kHuge - 1); }
+  static size_t round_up(size_t bytes) {
+    return (bytes + kHuge - 1) & ~(kHuge - 1);
+  }
 };
 template <class T>
 using BigVector = std::vector<T, BigAllocator<T>>;
-
 
 }  // namespace chorus::sim_internal

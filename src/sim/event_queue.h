@@ -152,5 +152,4 @@ class EventQueue {
   std::vector<Item> none_;
 };
 
-
 }  // namespace chorus::sim_internal

@@ -298,8 +298,8 @@ double Sim::work(int rank, double t, double seconds, double bytes, double traffi
   const double s = take_cores(rank, -1, std::max(t, send_free_[e]), cores);
   double end = s + seconds;
   if (topo_.has_hosts())
-    end = std::max(end, book_memory(topo_.host_of(rank), s,
-                                    bytes * traffic_per_byte * streaming(bytes)));
+    end = std::max(
+        end, book_memory(topo_.host_of(rank), s, bytes * traffic_per_byte * streaming(bytes)));
   send_free_[e] = end;
   port_busy_[e] += seconds;
   if (cores[0] != kNone) core_free_[cores[0]] = end;
@@ -408,9 +408,9 @@ void Sim::receive_ready(uint32_t g, double t) {
     if (opt_.copy != nullptr) {
       // The reduction replaces the receive's copy: it costs the kernel's
       // excess over a copy, and one more read (of dst) per byte.
-      const double extra =
-          opt_.kernel != nullptr ? std::max(0.0, opt_.kernel->at(b) - opt_.copy->at(b)) * b
-                                 : opt_.gamma * b;
+      const double extra = opt_.kernel != nullptr
+                               ? std::max(0.0, opt_.kernel->at(b) - opt_.copy->at(b)) * b
+                               : opt_.gamma * b;
       t = work(s.rank, t, extra, b, 1);
     } else {
       t += opt_.gamma * b;

@@ -19,7 +19,9 @@ class SwitchTopology final : public Topology {
   SwitchTopology(int n, const LinkParams& link) : Topology("switch", n, {link}, 0) {}
   bool single_hop() const override { return true; }
   bool one_host_without_hosts() const override { return true; }
-  void route(int a, int b, std::vector<Hop>& hops) const override { hops.push_back({a, b, 0, {kNoLink, kNoLink}}); }
+  void route(int a, int b, std::vector<Hop>& hops) const override {
+    hops.push_back({a, b, 0, {kNoLink, kNoLink}});
+  }
 };
 
 // Directed link ids: 2r is r -> r+1, 2r+1 is r -> r-1.
@@ -63,8 +65,7 @@ class HypercubeTopology final : public Topology {
       for (int k = 0; k < dims_; ++k) {
         if (!(bits & (1 << k))) continue;
         const int next = at ^ (1 << k);
-        hops.push_back({at, next, 0,
-                        {static_cast<uint32_t>(at * dims_ + k), kNoLink}});
+        hops.push_back({at, next, 0, {static_cast<uint32_t>(at * dims_ + k), kNoLink}});
         at = next;
       }
     }
@@ -78,8 +79,7 @@ class HypercubeTopology final : public Topology {
 class HierTopology final : public Topology {
  public:
   HierTopology(int n, int k, const LinkParams& intra, const LinkParams& inter)
-      : Topology(str_cat("hier:", k), n, {intra, inter},
-                 2 * static_cast<size_t>((n + k - 1) / k)),
+      : Topology(str_cat("hier:", k), n, {intra, inter}, 2 * static_cast<size_t>((n + k - 1) / k)),
         per_host_(k) {}
   bool single_hop() const override { return true; }
   bool one_host_without_hosts() const override { return per_host_ >= nranks(); }
@@ -89,8 +89,7 @@ class HierTopology final : public Topology {
     if (ha == hb) {
       hops.push_back({a, b, 0, {kNoLink, kNoLink}});
     } else {
-      hops.push_back({a, b, 1,
-                      {static_cast<uint32_t>(2 * ha), static_cast<uint32_t>(2 * hb + 1)}});
+      hops.push_back({a, b, 1, {static_cast<uint32_t>(2 * ha), static_cast<uint32_t>(2 * hb + 1)}});
     }
   }
 
@@ -245,8 +244,8 @@ std::unique_ptr<Topology> topology_from_json(std::string_view text, std::string 
     const double beta = json_quantity(l["beta"], false, where + " beta");
     const bool duplex = !l.contains("duplex") || l["duplex"].get<bool>();
     // The machine model's terms of a link (model/machine_model.h).
-    const bool half = l.contains("half_duplex") && l["half_duplex"].is_boolean() &&
-                      l["half_duplex"].get<bool>();
+    const bool half =
+        l.contains("half_duplex") && l["half_duplex"].is_boolean() && l["half_duplex"].get<bool>();
     double traffic = 0;
     if (l.contains("mem_traffic")) {
       if (!l["mem_traffic"].is_number() || !(l["mem_traffic"].get<double>() >= 0))
@@ -266,8 +265,8 @@ std::unique_ptr<Topology> topology_from_json(std::string_view text, std::string 
     add(a, b);
     if (duplex) add(b, a);
   }
-  auto topo = std::make_unique<GraphTopology>(std::move(name), nranks, std::move(classes),
-                                              std::move(out));
+  auto topo =
+      std::make_unique<GraphTopology>(std::move(name), nranks, std::move(classes), std::move(out));
   if (j.contains("hosts")) {
     const std::string where = str_cat("topology ", topo->name(), ": hosts");
     if (!j["hosts"].is_array())
@@ -328,8 +327,7 @@ std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const
   }
   if (spec.ends_with(".json")) {
     std::ifstream in{std::string(spec)};
-    if (!in)
-      fail(ErrorCode::invalid_argument, "topology file '", spec, "' cannot be opened");
+    if (!in) fail(ErrorCode::invalid_argument, "topology file '", spec, "' cannot be opened");
     std::ostringstream text;
     text << in.rdbuf();
     return topology_from_json(text.str(), std::string(spec), nranks);

@@ -48,8 +48,8 @@ inline constexpr uint32_t kNoLink = static_cast<uint32_t>(-1);
 struct Hop {
   int from = 0;
   int to = 0;
-  uint32_t link_class = 0;                  // index into Topology::classes()
-  uint32_t links[2] = {kNoLink, kNoLink};   // shared link resources it occupies
+  uint32_t link_class = 0;                 // index into Topology::classes()
+  uint32_t links[2] = {kNoLink, kNoLink};  // shared link resources it occupies
 };
 
 class Topology {

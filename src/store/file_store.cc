@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -20,7 +20,9 @@ namespace chorus {
 
 namespace {
 
-std::string errno_text(int err) { return str_cat(std::strerror(err), " (errno ", err, ")"); }
+std::string errno_text(int err) {
+  return str_cat(std::strerror(err), " (errno ", err, ")");
+}
 
 // Reads a whole file; false when it does not exist.
 bool read_file(const std::string& path, std::vector<uint8_t>& out) {
@@ -106,8 +108,8 @@ bool FileStore::write_file(const std::string& path, const void* data, size_t byt
 void FileStore::check_aborted() const {
   std::vector<uint8_t> reason;
   if (read_file(dir_ + "/aborted", reason))
-    fail(ErrorCode::peer_failure, "FileStore ", dir_, ": the store was aborted: ",
-         std::string(reason.begin(), reason.end()));
+    fail(ErrorCode::peer_failure, "FileStore ", dir_,
+         ": the store was aborted: ", std::string(reason.begin(), reason.end()));
 }
 
 void FileStore::abort(const std::string& reason) {
@@ -143,9 +145,11 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   const std::string path = path_of(key);
   const std::string lock_path = path + ".lock";
   Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!lock.valid()) fail(ErrorCode::system, "FileStore: open ", lock_path, ": ", errno_text(errno));
+  if (!lock.valid())
+    fail(ErrorCode::system, "FileStore: open ", lock_path, ": ", errno_text(errno));
   while (::flock(lock.get(), LOCK_EX) != 0)
-    if (errno != EINTR) fail(ErrorCode::system, "FileStore: flock ", lock_path, ": ", errno_text(errno));
+    if (errno != EINTR)
+      fail(ErrorCode::system, "FileStore: flock ", lock_path, ": ", errno_text(errno));
   // The counter is kept as decimal text, as TcpStore keeps it.
   std::vector<uint8_t> current;
   int64_t value = 0;

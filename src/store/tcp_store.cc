@@ -304,8 +304,9 @@ std::vector<uint8_t> TcpStore::request(uint8_t op, const std::string& key, const
   const auto now = Clock::now();
   const auto timeout_ms =
       deadline > now ? std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count() : 0;
-  const std::vector<uint8_t> msg = encode_request(
-      op, key, {static_cast<const uint8_t*>(value), value_bytes}, static_cast<uint64_t>(timeout_ms));
+  const std::vector<uint8_t> msg =
+      encode_request(op, key, {static_cast<const uint8_t*>(value), value_bytes},
+                     static_cast<uint64_t>(timeout_ms));
   // Saturating: a get without a deadline (Deadline::max()) has none here either.
   const Deadline io_deadline = deadline_after(kResponseGrace, std::max(deadline, now));
   std::string error;

@@ -25,8 +25,8 @@
 #include <map>
 #include <optional>
 #include <span>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace chorus {

@@ -60,10 +60,10 @@ using RequestId = uint64_t;
 class StampMismatch : public Error {
  public:
   StampMismatch(int receiver, int sender, const CallStamp& expected, const CallStamp& sent);
-  int rank;            // the receiving rank
-  int peer;            // the sender
-  CallStamp mine;      // the receive's call
-  CallStamp theirs;    // the message's call
+  int rank;          // the receiving rank
+  int peer;          // the sender
+  CallStamp mine;    // the receive's call
+  CallStamp theirs;  // the message's call
 };
 
 // A peer aborted or failed and told this rank why. `origin` is the peer's own
@@ -83,8 +83,8 @@ class PeerAborted : public Error {
 // side receives -- two roots of one broadcast, two algorithms whose first
 // steps pair different ranks -- would otherwise only deadlock.)
 inline bool calls_disagree(const CallStamp& mine, const CallStamp& theirs) {
-  return mine.kind != 0 && theirs.kind != 0 && !mine.point_to_point() &&
-         !theirs.point_to_point() && mine.seq == theirs.seq && mine != theirs;
+  return mine.kind != 0 && theirs.kind != 0 && !mine.point_to_point() && !theirs.point_to_point() &&
+         mine.seq == theirs.seq && mine != theirs;
 }
 
 // What this rank can tell of a peer when a call stalls (stall reports).

@@ -103,7 +103,9 @@ struct WindowSet::Control {
 static_assert(sizeof(WindowSet::Control) <= kLine);
 
 namespace {
-size_t control_bytes(int nranks) { return kLine * (1 + static_cast<size_t>(nranks)); }
+size_t control_bytes(int nranks) {
+  return kLine * (1 + static_cast<size_t>(nranks));
+}
 }  // namespace
 
 WindowSet::WindowSet(int rank, int nranks, RecordExchange exchange)
@@ -198,16 +200,17 @@ const std::byte* WindowSet::peer_address(int q, uint32_t seq, BufferKind kind, s
     fail(ErrorCode::mismatch, "rank ", rank_, ": call ", seq, " reads rank ", q,
          "'s shared memory, but rank ", q, " is in call ", theirs);
   if (kind == BufferKind::input || kind == BufferKind::output) {
-    const uint32_t number = kind == BufferKind::input ? c->in_window.load(std::memory_order_relaxed)
-                                                      : c->out_window.load(std::memory_order_relaxed);
+    const uint32_t number = kind == BufferKind::input
+                                ? c->in_window.load(std::memory_order_relaxed)
+                                : c->out_window.load(std::memory_order_relaxed);
     base = kind == BufferKind::input ? c->in_offset.load(std::memory_order_relaxed)
                                      : c->out_offset.load(std::memory_order_relaxed);
     if (number > 0) {
       std::shared_ptr<SharedWindow> user;
       if (number <= user_.size()) user = user_[number - 1].lock();
       if (!user)
-        fail(ErrorCode::invalid_argument, "rank ", rank_, ": rank ", q, "'s ",
-             to_string(kind), " lies in window ", number, ", which this rank has released");
+        fail(ErrorCode::invalid_argument, "rank ", rank_, ": rank ", q, "'s ", to_string(kind),
+             " lies in window ", number, ", which this rank has released");
       w = user.get();  // user_ keeps a weak reference; the caller's call holds the window
       if (base + offset + bytes > w->bytes())
         fail(ErrorCode::mismatch, "rank ", rank_, ": rank ", q, "'s ", to_string(kind),
@@ -226,7 +229,8 @@ const std::byte* WindowSet::peer_address(int q, uint32_t seq, BufferKind kind, s
 
 void WindowSet::signal(int q, uint32_t flag, uint32_t seq) {
   CHORUS_CHECK(flag < kMaxFlags);
-  auto* line = reinterpret_cast<std::atomic<uint32_t>*>(control_->base(q) + kLine * (1 + static_cast<size_t>(rank_)));
+  auto* line = reinterpret_cast<std::atomic<uint32_t>*>(control_->base(q) +
+                                                        kLine * (1 + static_cast<size_t>(rank_)));
   line[flag].store(seq, std::memory_order_release);
 }
 

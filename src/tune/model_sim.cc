@@ -21,10 +21,11 @@ std::unique_ptr<Topology> MachineSim::topology(int nranks) const {
   std::vector<int> host_of = host_of_;
   if (host_of.empty()) host_of.assign(static_cast<size_t>(nranks), 0);
   if (host_of.size() != static_cast<size_t>(nranks))
-    fail(ErrorCode::invalid_argument, "machine model: ", host_of.size(),
-         " ranks have hosts but ", nranks, " are simulated");
+    fail(ErrorCode::invalid_argument, "machine model: ", host_of.size(), " ranks have hosts but ",
+         nranks, " are simulated");
   const int hosts = *std::max_element(host_of.begin(), host_of.end()) + 1;
-  t->set_hosts(std::move(host_of), std::vector<HostParams>(static_cast<size_t>(hosts), table_.host));
+  t->set_hosts(std::move(host_of),
+               std::vector<HostParams>(static_cast<size_t>(hosts), table_.host));
   return t;
 }
 

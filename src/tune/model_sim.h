@@ -47,8 +47,7 @@ class MachineSim {
   SimOptions options(DataType type, ReduceOp op) const;
   // Predicted seconds of `algo` for `spec` (spec.nranks ranks): the
   // simulated time plus the link's per-call overhead.
-  double time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
-              ReduceOp op) const;
+  double time(const Algorithm& algo, const CollectiveSpec& spec, DataType type, ReduceOp op) const;
 
  private:
   TuningTable table_;

@@ -20,7 +20,8 @@ Selector::Selector(Config config, std::unique_ptr<Tuner> tuner)
     std::string all;
     for (const Algorithm& a : all_algorithms()) {
       known |= a.name == config_.algorithm_all;
-      if (all.find(str_cat(" ", a.name, ",")) == std::string::npos) all += str_cat(" ", a.name, ",");
+      if (all.find(str_cat(" ", a.name, ",")) == std::string::npos)
+        all += str_cat(" ", a.name, ",");
     }
     if (!known)
       fail(ErrorCode::invalid_argument, "CHORUS_ALGO: '", config_.algorithm_all,
@@ -110,13 +111,14 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
     const auto start = Clock::now();
     CachedModel cached = cached_model(transport, config, deadline_after(config.timeout, start));
     take(cached.table, std::move(cached.host_of));
-    log_message(config.log_level, LogLevel::info, transport.rank(), "tuner: ",
-                cached.from_cache ? "cached model " : "calibrated model ",
+    log_message(config.log_level, LogLevel::info, transport.rank(),
+                "tuner: ", cached.from_cache ? "cached model " : "calibrated model ",
                 cached.path.empty() ? std::string("(cache off)") : cached.path, " for ", cls,
                 " in ", std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
                 " ms");
   }
-auto tuner = std::make_unique<Tuner>(transport.size(), params, std::move(rules), std::move(model));
+  auto tuner =
+      std::make_unique<Tuner>(transport.size(), params, std::move(rules), std::move(model));
   if (config.log_tuning) {
     const int rank = transport.rank();
     tuner->set_log([rank](const std::string& text) { write_log_line(LogLevel::info, rank, text); });

@@ -88,8 +88,9 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec,
   if (log)
     line = str_cat("tuning ", to_string(spec.collective), " N=", nranks_, " ",
                    spec.count * spec.elem_size, " B (",
-                   fitted ? "fitted model" : str_cat("alpha ", params_.alpha, " s, beta ", params_.beta,
-                                                     " B/s, gamma ", params_.gamma, " s/B"),
+                   fitted ? "fitted model"
+                          : str_cat("alpha ", params_.alpha, " s, beta ", params_.beta,
+                                    " B/s, gamma ", params_.gamma, " s/B"),
                    "):");
   const Algorithm* best = nullptr;
   double best_time = std::numeric_limits<double>::infinity();
@@ -108,7 +109,8 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec,
   }
   // A measured rule wins where the fitted model cannot tell its pick from
   // the model's own.
-  if (measured && measured != best && predict(*measured, spec) <= best_time * (1 + kTunerPickMargin)) {
+  if (measured && measured != best &&
+      predict(*measured, spec) <= best_time * (1 + kTunerPickMargin)) {
     if (log) log_(str_cat(line, " -> measured rule ", measured->name));
     return measured;
   }

@@ -71,8 +71,8 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
          "\"chorus-tuning\")");
   const nlohmann::json version = j.contains("version") ? j["version"] : nlohmann::json(0);
   if (version != 1 && version != 2)
-    fail(ErrorCode::invalid_argument, where, ": unsupported tuning file version ",
-         version.dump(), " (this chorus reads versions 1 and 2)");
+    fail(ErrorCode::invalid_argument, where, ": unsupported tuning file version ", version.dump(),
+         " (this chorus reads versions 1 and 2)");
   TuningTable t;
   const double ports = j.contains("ports") ? json_number(j, "ports", where) : 1;
   if (j.contains("gamma_s_per_B")) t.gamma = json_number(j, "gamma_s_per_B", where);
@@ -96,7 +96,8 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
     if (v.contains("call_overhead_s")) p.call_overhead = json_number(v, "call_overhead_s", w);
     if (!(p.call_overhead >= 0) || !std::isfinite(p.call_overhead))
       fail(ErrorCode::invalid_argument, w, ": call_overhead_s must be >= 0");
-    if (v.contains("half_duplex_from_B")) p.half_duplex_from = json_number(v, "half_duplex_from_B", w);
+    if (v.contains("half_duplex_from_B"))
+      p.half_duplex_from = json_number(v, "half_duplex_from_B", w);
     if (!(p.half_duplex_from >= 0))
       fail(ErrorCode::invalid_argument, w, ": half_duplex_from_B must be >= 0");
     if (v.contains("mem_traffic")) p.mem_traffic = json_number(v, "mem_traffic", w);
@@ -200,8 +201,7 @@ std::string tuning_to_json(const TuningTable& t) {
                       {"gamma_s_per_B", t.gamma},
                       {"ports", t.ports},
                       {"links", links}};
-  if (t.host != HostParams{})
-    j["host"] = {{"memory_Bps", t.host.memory}, {"cores", t.host.cores}};
+  if (t.host != HostParams{}) j["host"] = {{"memory_Bps", t.host.memory}, {"cores", t.host.cores}};
   if (!t.compute.empty()) {
     nlohmann::json kernels = nlohmann::json::object();
     for (const auto& [key, c] : t.compute.kernels) kernels[key] = curve_json(c);

@@ -75,8 +75,8 @@ struct TuningTable {
   std::vector<TuningRule> rules;
   double gamma = kDefaultGamma;
   int ports = 1;
-  HostParams host;       // version 2: fitted
-  ComputeModel compute;  // version 2: fitted
+  HostParams host;                             // version 2: fitted
+  ComputeModel compute;                        // version 2: fitted
   std::optional<CalibrationLoad> calibration;  // the calibration cache's record
   // Whether the file carries a fitted model (a link with a curve).
   bool fitted() const {

@@ -23,7 +23,9 @@ struct Access {
   const Region* region = nullptr;  // for messages
 };
 
-bool overlaps(size_t a, size_t na, size_t b, size_t nb) { return a < b + nb && b < a + na; }
+bool overlaps(size_t a, size_t na, size_t b, size_t nb) {
+  return a < b + nb && b < a + na;
+}
 
 // "output[5]": the element of `region` at `address`.
 std::string element_name(const Region& region, const Layout& layout, size_t address) {
@@ -77,8 +79,12 @@ class Sweep {
       if (r.count > 0) accesses_.push_back({layout_.address(r), r.count, write, &r});
     };
     switch (o.kind) {
-      case OpKind::send: add(o.src, false); break;
-      case OpKind::recv: add(o.dst, true); break;
+      case OpKind::send:
+        add(o.src, false);
+        break;
+      case OpKind::recv:
+        add(o.dst, true);
+        break;
       case OpKind::recv_reduce:
         add(o.src, false);
         add(o.dst, true);
@@ -98,7 +104,9 @@ class Sweep {
         add(o.dst, false);
         add(o.dst, true);
         break;
-      case OpKind::get: add(o.dst, true); break;
+      case OpKind::get:
+        add(o.dst, true);
+        break;
       case OpKind::get_reduce:
         add(o.src, false);
         add(o.dst, true);
@@ -121,10 +129,10 @@ class Sweep {
     if (s == d && o.src.count == o.dst.count) return std::nullopt;
     if (!overlaps(s, o.src.count, d, o.dst.count)) return std::nullopt;
     const size_t at = std::max(s, d);
-    return RaceFinding{RaceFinding::Kind::overlapping_operands, j, j, at,
-                       str_cat("op ", j, " (", describe(o),
-                               ") has source and destination that partly overlap at ",
-                               element_name(o.dst, layout_, at))};
+    return RaceFinding{
+        RaceFinding::Kind::overlapping_operands, j, j, at,
+        str_cat("op ", j, " (", describe(o), ") has source and destination that partly overlap at ",
+                element_name(o.dst, layout_, at))};
   }
 
   // The run holding `address`, searched from the last one found: one rank's

@@ -63,7 +63,7 @@ class RankSetPool {
 
   int nranks_;
   Id all_ = 0;
-  std::vector<RankRange> data_;   // ranges of every set, back to back
+  std::vector<RankRange> data_;    // ranges of every set, back to back
   std::vector<uint32_t> offsets_;  // set id -> first range; one sentinel at the end
   // Open-addressing hash index of the sets: slot -> id + 1 (0 empty). A
   // std::unordered_map costs a cache miss per node at a million sets.

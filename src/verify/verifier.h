@@ -121,9 +121,9 @@ std::string_view to_string(VerifyErrorKind kind);
 
 struct VerifyError {
   VerifyErrorKind kind = VerifyErrorKind::wrong_result;
-  int rank = -1;           // the rank at fault, -1 when not one rank's
-  OpIndex op = kNoOp;      // the op at fault, kNoOp when none
-  std::string layout;      // "out_of_place", "in_place" or "" when layout-independent
+  int rank = -1;       // the rank at fault, -1 when not one rank's
+  OpIndex op = kNoOp;  // the op at fault, kNoOp when none
+  std::string layout;  // "out_of_place", "in_place" or "" when layout-independent
   // Full description: "allreduce(ring) N=7 count=1031 in_place: rank 3 op 12
   // (recv peer=2 dst=output[0,+148) deps={11} step=6): ...".
   std::string message;
@@ -150,8 +150,8 @@ struct RankStats {
 };
 
 struct VerifyResult {
-  bool supported = true;   // false when supports() declined the case; then nothing ran
-  std::string reason;      // supports()' reason when !supported
+  bool supported = true;  // false when supports() declined the case; then nothing ran
+  std::string reason;     // supports()' reason when !supported
   std::optional<VerifyError> error;
   std::vector<RankStats> ranks;  // filled as far as verification got
   size_t critical_path = 0;      // max over ranks

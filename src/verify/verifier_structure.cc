@@ -155,8 +155,8 @@ void Verifier::check_structure(int r) {
     if (t.output_on_root_only && !root && writes_dst(o.kind) &&
         o.dst.buffer == BufferKind::output && o.dst.count > 0)
       fail(VerifyErrorKind::forbidden_access, r, i,
-           str_cat("writes Output on a non-root rank of a ", to_string(spec_.collective),
-                   " (root ", spec_.root, "); that buffer is not part of the call there"));
+           str_cat("writes Output on a non-root rank of a ", to_string(spec_.collective), " (root ",
+                   spec_.root, "); that buffer is not part of the call there"));
     count_op(st, o, steps);
   }
   if (!spec_.window_buffers) {
@@ -242,8 +242,9 @@ void Verifier::check_remote_regions(int r) {
            str_cat("reads rank ", q, "'s ", describe(at), ", past the end of its ",
                    *name ? name : to_string(at.buffer), ", which holds ", size, " elements"));
     const bool off_root = q != spec_.root && at.count > 0;
-    if (off_root && ((at.buffer == BufferKind::input && traits(spec_.collective).input_on_root_only) ||
-                     (at.buffer == BufferKind::output && traits(spec_.collective).output_on_root_only)))
+    if (off_root &&
+        ((at.buffer == BufferKind::input && traits(spec_.collective).input_on_root_only) ||
+         (at.buffer == BufferKind::output && traits(spec_.collective).output_on_root_only)))
       fail(VerifyErrorKind::forbidden_access, r, i,
            str_cat("reads rank ", q, "'s ", to_string(at.buffer), ", which is not part of the ",
                    to_string(spec_.collective), " off the root (root ", spec_.root, ")"));

@@ -3,8 +3,8 @@
 // The critical path counts messages on the longest dependency chain when every
 // message takes one unit of time and ports are unlimited, i.e. the alpha term.
 #include "algorithms/algorithm.h"
-#include "schedule/rank_math.h"
 #include "analysis/verify_algorithm.h"
+#include "schedule/rank_math.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <chrono>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -44,8 +44,9 @@ void expect_invalid(const std::function<void(Communicator&)>& fn, const std::str
 
 TEST(Api, NullBufferWithCount) {
   std::vector<float> v(4);
-  expect_invalid([&](Communicator& c) { c.allreduce(nullptr, v.data(), 4, DataType::float32, ReduceOp::sum); },
-                 "send buffer is null");
+  expect_invalid(
+      [&](Communicator& c) { c.allreduce(nullptr, v.data(), 4, DataType::float32, ReduceOp::sum); },
+      "send buffer is null");
   expect_invalid([&](Communicator& c) { c.allgather(v.data(), nullptr, 1, DataType::float32); },
                  "recv buffer is null");
 }
@@ -61,39 +62,51 @@ TEST(Api, RootOutOfRange) {
   std::vector<float> v(4);
   expect_invalid([&](Communicator& c) { c.broadcast(v.data(), v.data(), 4, DataType::float32, 3); },
                  "root 3 outside [0, 3)");
-  expect_invalid([&](Communicator& c) {
-    c.reduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, -1);
-  }, "root -1");
+  expect_invalid(
+      [&](Communicator& c) {
+        c.reduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, -1);
+      },
+      "root -1");
 }
 
 TEST(Api, EnumValuesOutsideTheEnum) {
   std::vector<float> v(4);
-  expect_invalid([&](Communicator& c) {
-    c.allreduce(v.data(), v.data(), 4, static_cast<DataType>(42), ReduceOp::sum);
-  }, "invalid DataType value 42");
-  expect_invalid([&](Communicator& c) {
-    c.allreduce(v.data(), v.data(), 4, DataType::float32, static_cast<ReduceOp>(-3));
-  }, "invalid ReduceOp value -3");
+  expect_invalid(
+      [&](Communicator& c) {
+        c.allreduce(v.data(), v.data(), 4, static_cast<DataType>(42), ReduceOp::sum);
+      },
+      "invalid DataType value 42");
+  expect_invalid(
+      [&](Communicator& c) {
+        c.allreduce(v.data(), v.data(), 4, DataType::float32, static_cast<ReduceOp>(-3));
+      },
+      "invalid ReduceOp value -3");
 }
 
 TEST(Api, OverlapThatIsNotInPlace) {
   std::vector<float> v(16);
-  expect_invalid([&](Communicator& c) {
-    c.allreduce(v.data(), v.data() + 1, 4, DataType::float32, ReduceOp::sum);
-  }, "not the in-place form");
+  expect_invalid(
+      [&](Communicator& c) {
+        c.allreduce(v.data(), v.data() + 1, 4, DataType::float32, ReduceOp::sum);
+      },
+      "not the in-place form");
   // allgather in place means send == recv + rank * count; recv itself is not.
-  expect_invalid([&](Communicator& c) {
-    c.allgather(v.data() + (c.rank() + 1) % 3, v.data(), 1, DataType::float32);
-  }, "not the in-place form");
+  expect_invalid(
+      [&](Communicator& c) {
+        c.allgather(v.data() + (c.rank() + 1) % 3, v.data(), 1, DataType::float32);
+      },
+      "not the in-place form");
 }
 
 TEST(Api, UnknownAlgorithmListsTheKnownOnes) {
   std::vector<float> v(4);
-  expect_invalid([&](Communicator& c) {
-    CallOptions o;
-    o.algorithm = "warp_drive";
-    c.allreduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, o);
-  }, "unknown algorithm 'warp_drive'; known: ring");
+  expect_invalid(
+      [&](Communicator& c) {
+        CallOptions o;
+        o.algorithm = "warp_drive";
+        c.allreduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, o);
+      },
+      "unknown algorithm 'warp_drive'; known: ring");
 }
 
 TEST(Api, NoBytesMoveBeforeTheCheck) {
@@ -113,10 +126,9 @@ TEST(Api, AsyncOperationsCompleteInIssueOrder) {
     std::vector<Work> work;
     for (int i = 0; i < kOps; ++i) {
       bufs[static_cast<size_t>(i)].assign(static_cast<size_t>(1000 + i * 517), c.rank() * 10 + i);
-      work.push_back(c.allreduce_async(bufs[static_cast<size_t>(i)].data(),
-                                       bufs[static_cast<size_t>(i)].data(),
-                                       bufs[static_cast<size_t>(i)].size(), DataType::int64,
-                                       ReduceOp::sum));
+      work.push_back(c.allreduce_async(
+          bufs[static_cast<size_t>(i)].data(), bufs[static_cast<size_t>(i)].data(),
+          bufs[static_cast<size_t>(i)].size(), DataType::int64, ReduceOp::sum));
     }
     // Wait out of order; each must hold its own sum.
     for (int i = kOps - 1; i >= 0; --i) work[static_cast<size_t>(i)].wait();
@@ -175,27 +187,28 @@ TEST(Api, PeersSeePeerFailure) {
 
 TEST(Api, PerCallTimeout) {
   std::atomic<int> timeouts{0};
-  EXPECT_THROW(run_ranks(2,
-                         [&](Communicator& c) {
-                           if (c.rank() == 1) {
-                             // Rank 1 is late (but alive) for longer than rank 0 waits.
-                             std::this_thread::sleep_for(std::chrono::milliseconds(300));
-                             return;
-                           }
-                           std::vector<float> v(4);
-                           CallOptions o;
-                           o.timeout = std::chrono::milliseconds(50);
-                           o.algorithm = "ring";  // named: the tuner would pick otherwise
-                           try {
-                             c.allreduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, o);
-                           } catch (const Error& e) {
-                             if (e.code() == ErrorCode::timeout) ++timeouts;
-                             EXPECT_NE(std::string(e.what()).find("allreduce(ring)"),
-                                       std::string::npos) << e.what();
-                             throw;
-                           }
-                         }),
-               Error);
+  EXPECT_THROW(
+      run_ranks(2,
+                [&](Communicator& c) {
+                  if (c.rank() == 1) {
+                    // Rank 1 is late (but alive) for longer than rank 0 waits.
+                    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                    return;
+                  }
+                  std::vector<float> v(4);
+                  CallOptions o;
+                  o.timeout = std::chrono::milliseconds(50);
+                  o.algorithm = "ring";  // named: the tuner would pick otherwise
+                  try {
+                    c.allreduce(v.data(), v.data(), 4, DataType::float32, ReduceOp::sum, o);
+                  } catch (const Error& e) {
+                    if (e.code() == ErrorCode::timeout) ++timeouts;
+                    EXPECT_NE(std::string(e.what()).find("allreduce(ring)"), std::string::npos)
+                        << e.what();
+                    throw;
+                  }
+                }),
+      Error);
   EXPECT_EQ(timeouts.load(), 1);
 }
 
@@ -210,11 +223,10 @@ TEST(Api, AvgOfIntegersTruncates) {
   });
 }
 
-
 // A one-rank communicator of this thread's own, outside run_ranks.
 Communicator solo() {
-  return make_communicator(make_inproc_transport(make_inproc_world(1), 0, std::chrono::microseconds{0}),
-                           Config{});
+  return make_communicator(
+      make_inproc_transport(make_inproc_world(1), 0, std::chrono::microseconds{0}), Config{});
 }
 
 TEST(Api, AWorkThatOutlivesItsCommunicatorIsAnError) {
@@ -226,8 +238,10 @@ TEST(Api, AWorkThatOutlivesItsCommunicatorIsAnError) {
   }
   for (int i = 0; i < 2; ++i) {
     try {
-      if (i == 0) pending.wait();
-      else pending.done();
+      if (i == 0)
+        pending.wait();
+      else
+        pending.done();
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
@@ -257,8 +271,8 @@ TEST(Api, AMovedFromCommunicatorIsAnError) {
 TEST(Api, TimeoutsOfAThousandYearsWork) {
   run_ranks(2, [](Communicator& comm) {
     CallOptions forever;
-    forever.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::hours(24 * 365) * 1000);
+    forever.timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365) * 1000);
     std::vector<float> v(16, 1.0f);
     comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, forever);
     EXPECT_EQ(v[0], 2.0f);
@@ -280,7 +294,6 @@ TEST(Api, ScratchThatCannotBeAllocatedIsAnErrorNamingTheSize) {
   }
   EXPECT_NE(pool.take(64).data, nullptr);
 }
-
 
 // Both ranks block on a receive the other never sends; a second thread of
 // rank 0 aborts. Rank 0's call raises aborted with the reason, and rank 1's
@@ -333,7 +346,6 @@ TEST(Api, AbortWithNoCallInFlightReachesThePeers) {
   for (const std::string& e : errors) EXPECT_NE(e.find("rank 2 is done"), std::string::npos) << e;
 }
 
-
 TEST(Api, TheFlightRecordHoldsTheLast64Calls) {
   run_ranks(2, [](Communicator& comm) {
     std::vector<float> v(32, 1.0f);
@@ -363,9 +375,9 @@ TEST(Api, TheFlightRecordHoldsTheLast64Calls) {
 }
 
 TEST(Api, AFailedCallIsWrittenToTheFlightRecorderDirectory) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("chorus_flight_" + std::to_string(::getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("chorus_flight_" + std::to_string(::getpid())))
+          .string();
   setenv("CHORUS_FLIGHT_RECORDER", dir.c_str(), 1);
   run_ranks(2, [](Communicator& comm) {
     if (comm.rank() == 1) return;  // never sends: rank 0's receive fails

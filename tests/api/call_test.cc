@@ -21,7 +21,9 @@ constexpr int kRanks = 3;
 constexpr size_t kCount = 5;
 
 // A value no other (rank, index) pair has, so a misplaced block shows.
-int32_t value(int rank, size_t i) { return rank * 1000 + static_cast<int32_t>(i); }
+int32_t value(int rank, size_t i) {
+  return rank * 1000 + static_cast<int32_t>(i);
+}
 
 TEST(Call, EveryAsyncFormCompletesWhileTheOthersAreOutstanding) {
   run_ranks(kRanks, [](Communicator& comm) {
@@ -35,14 +37,14 @@ TEST(Call, EveryAsyncFormCompletesWhileTheOthersAreOutstanding) {
     const int prev = (r + kRanks - 1) % kRanks;
     // Every call issued before the first wait.
     std::vector<Work> works;
-    works.push_back(comm.allreduce_async(in.data(), sum.data(), kCount, DataType::int32,
-                                         ReduceOp::sum));
+    works.push_back(
+        comm.allreduce_async(in.data(), sum.data(), kCount, DataType::int32, ReduceOp::sum));
     works.push_back(comm.allgather_async(in.data(), gathered.data(), kCount, DataType::int32));
-    works.push_back(comm.reduce_scatter_async(in.data(), scattered.data(), kCount,
-                                              DataType::int32, ReduceOp::max));
+    works.push_back(comm.reduce_scatter_async(in.data(), scattered.data(), kCount, DataType::int32,
+                                              ReduceOp::max));
     works.push_back(comm.broadcast_async(in.data(), bcast.data(), kCount, DataType::int32, 2));
-    works.push_back(comm.reduce_async(in.data(), reduced.data(), kCount, DataType::int32,
-                                      ReduceOp::min, 1));
+    works.push_back(
+        comm.reduce_async(in.data(), reduced.data(), kCount, DataType::int32, ReduceOp::min, 1));
     works.push_back(comm.alltoall_async(in.data(), swapped.data(), kCount, DataType::int32));
     works.push_back(comm.barrier_async());
     works.push_back(comm.recv_async(message.data(), kCount, DataType::int32, prev));

@@ -89,7 +89,8 @@ std::string identity_after(const std::function<bool()>& enter, bool grandchild =
   ::close(fds[1]);
   std::string id;
   char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) id.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    id.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   int st = 0;
   ::waitpid(pid, &st, 0);
@@ -126,8 +127,7 @@ class TestStore {
  public:
   explicit TestStore(const std::string& kind) {
     if (kind == "file") {
-      std::string templ =
-          (std::filesystem::temp_directory_path() / "chorus-boot.XXXXXX").string();
+      std::string templ = (std::filesystem::temp_directory_path() / "chorus-boot.XXXXXX").string();
       EXPECT_NE(::mkdtemp(templ.data()), nullptr);
       dir_ = templ;
       url_ = "file://" + dir_;
@@ -312,16 +312,19 @@ class ScopedEnv {
   }
   ~ScopedEnv() {
     for (auto& [k, v] : saved_) {
-      if (v) ::setenv(k, v->c_str(), 1);
-      else ::unsetenv(k);
+      if (v)
+        ::setenv(k, v->c_str(), 1);
+      else
+        ::unsetenv(k);
     }
   }
 
  private:
   static constexpr const char* kAll[] = {
-      "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_STORE", "RANK", "WORLD_SIZE", "MASTER_ADDR",
-      "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-      "SLURM_PROCID", "SLURM_NTASKS", "CHORUS_STORE_SECRET"};
+      "CHORUS_RANK",          "CHORUS_WORLD_SIZE",  "CHORUS_STORE", "RANK",
+      "WORLD_SIZE",           "MASTER_ADDR",        "MASTER_PORT",  "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE", "PMI_RANK",           "PMI_SIZE",     "SLURM_PROCID",
+      "SLURM_NTASKS",         "CHORUS_STORE_SECRET"};
   std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
 };
 
@@ -357,7 +360,8 @@ TEST(BootstrapEnv, ChorusVariables) {
 }
 
 TEST(BootstrapEnv, TorchrunVariablesMakeATcpStore) {
-  ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
+  ScopedEnv env(
+      {{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
   const BootstrapEnv b = read_bootstrap_env();
   EXPECT_EQ(b.rank, 1);
   EXPECT_EQ(b.world_size, 8);
@@ -367,8 +371,11 @@ TEST(BootstrapEnv, TorchrunVariablesMakeATcpStore) {
 
 TEST(BootstrapEnv, MpiAndSlurmVariables) {
   {
-    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                   {"CHORUS_STORE", "file:///s"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "3"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"CHORUS_STORE", "file:///s"},
+                   {"SLURM_PROCID", "0"},
+                   {"SLURM_NTASKS", "1"}});
     // mpirun inside a Slurm allocation: the inner launcher wins.
     const BootstrapEnv b = read_bootstrap_env();
     EXPECT_EQ(b.rank, 3);
@@ -389,23 +396,29 @@ TEST(BootstrapEnv, MpiAndSlurmVariables) {
 
 TEST(BootstrapEnv, MissingOrContradictoryVariablesAreNamed) {
   EXPECT_NE(env_error({}).find("CHORUS_RANK"), std::string::npos);
-  EXPECT_NE(env_error({{"CHORUS_RANK", "0"}, {"CHORUS_STORE", "file:///s"}}).find("CHORUS_WORLD_SIZE"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"CHORUS_RANK", "4"}, {"CHORUS_WORLD_SIZE", "4"}, {"CHORUS_STORE", "file:///s"}})
-                .find("CHORUS_RANK=4"),
-            std::string::npos);
+  EXPECT_NE(
+      env_error({{"CHORUS_RANK", "0"}, {"CHORUS_STORE", "file:///s"}}).find("CHORUS_WORLD_SIZE"),
+      std::string::npos);
+  EXPECT_NE(
+      env_error({{"CHORUS_RANK", "4"}, {"CHORUS_WORLD_SIZE", "4"}, {"CHORUS_STORE", "file:///s"}})
+          .find("CHORUS_RANK=4"),
+      std::string::npos);
   EXPECT_NE(env_error({{"CHORUS_RANK", "x"}, {"CHORUS_WORLD_SIZE", "4"}}).find("CHORUS_RANK"),
             std::string::npos);
   EXPECT_NE(env_error({{"CHORUS_RANK", "0"}, {"CHORUS_WORLD_SIZE", "0"}}).find("CHORUS_WORLD_SIZE"),
             std::string::npos);
   EXPECT_NE(env_error({{"CHORUS_RANK", "0"}, {"CHORUS_WORLD_SIZE", "2"}}).find("CHORUS_STORE"),
             std::string::npos);
-  EXPECT_NE(env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("MASTER_PORT"),
+  EXPECT_NE(
+      env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).find("MASTER_PORT"),
+      std::string::npos);
+  EXPECT_NE(
+      env_error(
+          {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "99999"}})
+          .find("MASTER_PORT"),
+      std::string::npos);
+  EXPECT_NE(env_error({{"OMPI_COMM_WORLD_SIZE", "2"}}).find("OMPI_COMM_WORLD_RANK"),
             std::string::npos);
-  EXPECT_NE(env_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "99999"}})
-                .find("MASTER_PORT"),
-            std::string::npos);
-  EXPECT_NE(env_error({{"OMPI_COMM_WORLD_SIZE", "2"}}).find("OMPI_COMM_WORLD_RANK"), std::string::npos);
 }
 
 }  // namespace

@@ -110,8 +110,8 @@ TEST(Config, LongTimeoutsSaturateToNoDeadline) {
   }
   const Deadline now = Clock::now();
   EXPECT_EQ(deadline_after(std::chrono::milliseconds::max(), now), Deadline::max());
-  const auto millennium = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::hours(24 * 365) * 1000);
+  const auto millennium =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365) * 1000);
   EXPECT_EQ(deadline_after(millennium, now), Deadline::max());
   EXPECT_EQ(deadline_after(std::chrono::milliseconds(5000), now),
             now + std::chrono::milliseconds(5000));
@@ -120,10 +120,10 @@ TEST(Config, LongTimeoutsSaturateToNoDeadline) {
 
 TEST(Config, EveryBadNumberNamesItsVariable) {
   const std::pair<const char*, const char*> bad[] = {
-      {"CHORUS_TIMEOUT", "0"},        {"CHORUS_TIMEOUT", "-1"},    {"CHORUS_TIMEOUT", "nan"},
-      {"CHORUS_SPIN_US", "inf"},      {"CHORUS_SPIN_US", "1e12"},  {"CHORUS_SPIN_US", "x"},
-      {"CHORUS_SEGMENT", "inf"},      {"CHORUS_SEGMENT", "1.5"},   {"CHORUS_SEGMENT", "-4"},
-      {"CHORUS_BIND", "bogus"},       {"CHORUS_TCP_STREAMS", "0"}, {"CHORUS_DEBUG", "LOUD"}};
+      {"CHORUS_TIMEOUT", "0"},   {"CHORUS_TIMEOUT", "-1"},    {"CHORUS_TIMEOUT", "nan"},
+      {"CHORUS_SPIN_US", "inf"}, {"CHORUS_SPIN_US", "1e12"},  {"CHORUS_SPIN_US", "x"},
+      {"CHORUS_SEGMENT", "inf"}, {"CHORUS_SEGMENT", "1.5"},   {"CHORUS_SEGMENT", "-4"},
+      {"CHORUS_BIND", "bogus"},  {"CHORUS_TCP_STREAMS", "0"}, {"CHORUS_DEBUG", "LOUD"}};
   for (const auto& [name, value] : bad) {
     ScopedEnv e(name, value);
     try {

@@ -13,7 +13,8 @@ namespace chorus {
 namespace {
 
 TEST(ReduceKernels, HalfRoundTripAndRounding) {
-  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 0.000061035156f}) EXPECT_EQ(half_to_float(float_to_half(f)), f);
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 0.000061035156f})
+    EXPECT_EQ(half_to_float(float_to_half(f)), f);
   // 2049 lies halfway between 2048 and 2050 in float16: ties to even -> 2048.
   EXPECT_EQ(half_to_float(float_to_half(2049.0f)), 2048.0f);
   EXPECT_EQ(half_to_float(float_to_half(2051.0f)), 2052.0f);
@@ -25,7 +26,8 @@ TEST(ReduceKernels, BfloatRounding) {
   // 257 is halfway between 256 and 258 (8 significant bits): ties to even.
   EXPECT_EQ(bfloat16_to_float(float_to_bfloat16(257.0f)), 256.0f);
   EXPECT_EQ(bfloat16_to_float(float_to_bfloat16(259.0f)), 260.0f);
-  EXPECT_TRUE(std::isnan(bfloat16_to_float(float_to_bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(bfloat16_to_float(float_to_bfloat16(std::numeric_limits<float>::quiet_NaN()))));
 }
 
 TEST(ReduceKernels, HalfSumRoundsThroughFloat) {
@@ -49,8 +51,10 @@ TEST(ReduceKernels, HalfVectorPathMatchesScalarRounding) {
     reduce_into(DataType::float16, op, d.data(), a.data(), b.data(), n);
     for (size_t i = 0; i < n; ++i) {
       const float x = half_to_float(a[i]), y = half_to_float(b[i]);
-      const float r = op == ReduceOp::sum ? x + y : op == ReduceOp::prod ? x * y
-                      : op == ReduceOp::min ? std::min(x, y) : std::max(x, y);
+      const float r = op == ReduceOp::sum    ? x + y
+                      : op == ReduceOp::prod ? x * y
+                      : op == ReduceOp::min  ? std::min(x, y)
+                                             : std::max(x, y);
       ASSERT_EQ(d[i], float_to_half(r)) << "op " << static_cast<int>(op) << " i " << i;
     }
   }

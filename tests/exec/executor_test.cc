@@ -1,6 +1,6 @@
 // The executor on hand-written Programs over in-process transports.
-#include "api/communicator_impl.h"
 #include "exec/executor.h"
+#include "api/communicator_impl.h"
 #include "transport/inproc/inproc_transport.h"
 
 #include <gtest/gtest.h>
@@ -30,7 +30,8 @@ void run_programs(const std::vector<Program>& programs, std::vector<std::vector<
             prepare(p),
             ExecBuffers{in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
                         scratch.data()},
-            DataType::float32, op, CallLabel{"test", "hand"}, Clock::now() + std::chrono::seconds(10));
+            DataType::float32, op, CallLabel{"test", "hand"},
+            Clock::now() + std::chrono::seconds(10));
         engine.enqueue(e);
         engine.wait(*e);
       } catch (const std::exception& ex) {
@@ -99,16 +100,18 @@ TEST(Executor, SizeMismatchIsAnError) {
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       B b({4, 4});
-      if (r == 0) b.send(1, B::input(0, 4));
-      else b.recv(0, B::output(0, 2));
+      if (r == 0)
+        b.send(1, B::input(0, 4));
+      else
+        b.recv(0, B::output(0, 2));
       std::vector<float> in(4, 1), out(4, 0);
       try {
         auto t = make_inproc_transport(world, r, std::chrono::microseconds(0));
         Engine engine(*t);
-        auto e = std::make_shared<Execution>(prepare(std::move(b).finish()),
-                                             ExecBuffers{in.data(), out.data(), nullptr},
-                                             DataType::float32, ReduceOp::sum, CallLabel{"test", "hand"},
-                                             Clock::now() + std::chrono::seconds(10));
+        auto e = std::make_shared<Execution>(
+            prepare(std::move(b).finish()), ExecBuffers{in.data(), out.data(), nullptr},
+            DataType::float32, ReduceOp::sum, CallLabel{"test", "hand"},
+            Clock::now() + std::chrono::seconds(10));
         engine.enqueue(e);
         engine.wait(*e);
       } catch (const Error& ex) {
@@ -129,10 +132,9 @@ TEST(Executor, TimeoutNamesWhatItWaitsFor) {
   B b({0, 1});
   b.recv(1, B::output(0, 1));
   std::vector<float> out(1);
-  auto e = std::make_shared<Execution>(prepare(std::move(b).finish()),
-                                       ExecBuffers{nullptr, out.data(), nullptr}, DataType::float32,
-                                       ReduceOp::sum, CallLabel{"allreduce", "ring"},
-                                       Clock::now() + std::chrono::milliseconds(50));
+  auto e = std::make_shared<Execution>(
+      prepare(std::move(b).finish()), ExecBuffers{nullptr, out.data(), nullptr}, DataType::float32,
+      ReduceOp::sum, CallLabel{"allreduce", "ring"}, Clock::now() + std::chrono::milliseconds(50));
   engine.enqueue(e);
   try {
     engine.wait(*e);

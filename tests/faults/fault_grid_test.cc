@@ -345,8 +345,8 @@ std::string run_call(Communicator& comm, const CallSpec& c, const Buffers& b) {
   const BufferCounts counts = buffer_counts(spec_of(c, comm.size(), comm.rank(), Link::tcp));
   perf::fill_input(check, b.in);
   perf::poison(c.type, b.out, counts.output);
-  comm.submit({Call::Kind::collective, c.collective, b.in, b.out, c.count, c.type, c.op, c.root,
-               -1, o})
+  comm.submit(
+          {Call::Kind::collective, c.collective, b.in, b.out, c.count, c.type, c.op, c.root, -1, o})
       .wait();
   const size_t wrong = perf::count_wrong(check, b.out);
   if (wrong == 0) return {};

@@ -82,8 +82,8 @@ TEST(Layering, DesignListsTheLayers) {
 
 // One #include "folder/..." of a source under src/.
 struct Include {
-  fs::path file;       // relative to src/
-  std::string from;    // the folder of the file
+  fs::path file;     // relative to src/
+  std::string from;  // the folder of the file
   int line = 0;
   std::string target;  // what is included
   std::string to;      // its folder

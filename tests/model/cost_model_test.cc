@@ -1,8 +1,8 @@
 // Cost model tests: unit parsing and printing, a link's one-sided alpha, the
 // seed's lower bounds, and the closed forms' seed values at the points where
 // they coincide.
-#include "algorithms/algorithm.h"
 #include "model/cost_model.h"
+#include "algorithms/algorithm.h"
 #include "model/units.h"
 
 #include <chorus/error.h>
@@ -95,12 +95,10 @@ TEST(LowerBound, SeedFormulas) {
   EXPECT_DOUBLE_EQ(small.combined(), small.latency);
   EXPECT_DOUBLE_EQ(lower_bound(Collective::broadcast, 8, m, p).bandwidth, m / 25e9);
   EXPECT_DOUBLE_EQ(lower_bound(Collective::reduce, 8, m, p).bandwidth, m / 25e9);
-  EXPECT_DOUBLE_EQ(lower_bound(Collective::reduce_scatter, 4, m, p).bandwidth,
-                   3 * m / (4 * 25e9));
+  EXPECT_DOUBLE_EQ(lower_bound(Collective::reduce_scatter, 4, m, p).bandwidth, 3 * m / (4 * 25e9));
   // Two ports halve the bandwidth bound.
   const CostParams p2{2e-6, 25e9, 0, 2};
-  EXPECT_DOUBLE_EQ(lower_bound(Collective::allreduce, 8, m, p2).bandwidth,
-                   7 * m / (8 * 2 * 25e9));
+  EXPECT_DOUBLE_EQ(lower_bound(Collective::allreduce, 8, m, p2).bandwidth, 7 * m / (8 * 2 * 25e9));
   EXPECT_DOUBLE_EQ(lower_bound(Collective::barrier, 8, 0, p).combined(), 3 * 2e-6);
   EXPECT_DOUBLE_EQ(lower_bound(Collective::allreduce, 1, m, p).combined(), 0);
 }

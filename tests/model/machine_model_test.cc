@@ -40,12 +40,12 @@ TEST(ModelFit, LinkRecoversAlphaAndTheCurveFromItsOwnPingPongs) {
   // when streaming at 16 MiB.
   LinkParams truth("shm", 0.4e-6, 1);
   truth.curve = {{{4096, 1 / 20e9}, {262144, 1 / 30e9}, {16777216, 1 / 6e9}}};
-  const std::vector<double> sizes = {8,      64,     512,     4096,   32768,
-                                     262144, 2097152, 16777216, 67108864};
+  const std::vector<double> sizes = {8, 64, 512, 4096, 32768, 262144, 2097152, 16777216, 67108864};
   const LinkParams fit = fit_link_model("shm", pingpong(truth, sizes));
   EXPECT_EQ(fit.name, "shm");
   EXPECT_NEAR(fit.alpha, truth.alpha, 1e-9 * truth.alpha);
-  for (double b : sizes) EXPECT_NEAR(fit.per_byte(b), truth.per_byte(b), 1e-9 * truth.per_byte(b)) << b;
+  for (double b : sizes)
+    EXPECT_NEAR(fit.per_byte(b), truth.per_byte(b), 1e-9 * truth.per_byte(b)) << b;
   EXPECT_NEAR(fit.beta, 6e9, 6e9 * 1e-9);  // the streaming rate
   // Samples in any order give the same fit.
   std::vector<Sample> shuffled = pingpong(truth, sizes);
@@ -63,8 +63,8 @@ TEST(ModelFit, LinkNeedsTwoSmallSizesAndDistinctPositiveSamples) {
 TEST(ModelFit, NoisySmallSizesKeepAlphaAndRatesNonNegative) {
   // Times that shrink with size: the slope is clamped to zero, alpha stays
   // the weighted mean.
-  const LinkParams fit =
-      fit_link_model("x", std::vector<Sample>{{8, 2e-6}, {64, 1.9e-6}, {512, 1.8e-6}, {1 << 20, 1e-6}});
+  const LinkParams fit = fit_link_model(
+      "x", std::vector<Sample>{{8, 2e-6}, {64, 1.9e-6}, {512, 1.8e-6}, {1 << 20, 1e-6}});
   EXPECT_GT(fit.alpha, 1.7e-6);
   EXPECT_LT(fit.alpha, 2.1e-6);
   for (const RatePoint& p : fit.curve.points) EXPECT_GT(p.s_per_byte, 0) << p.bytes;

@@ -81,7 +81,8 @@ int run_allreduce_mode() {
   Communicator comm = init_from_env();
   const int n = comm.size();
   std::vector<float> v(1000);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(comm.rank() + 1) * static_cast<float>(i % 7);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(comm.rank() + 1) * static_cast<float>(i % 7);
   comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
   int32_t ok = 1;
   const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
@@ -203,7 +204,8 @@ int run_kill_mode() {
     for (int round = 0; round < 1000; ++round) {
       start = std::chrono::steady_clock::now();
       if (comm.rank() == victim && round == 3) {
-        Work w = comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
+        Work w =
+            comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::max);
         w.done();  // put some of it on the wire, then die mid-collective
         ::raise(SIGKILL);
       }
@@ -212,13 +214,14 @@ int run_kill_mode() {
     std::printf("rank %d: no error although rank %d was killed\n", comm.rank(), victim);
     return 1;
   } catch (const Error& e) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string msg = e.what();
     const bool names_rank = msg.find("rank " + std::to_string(comm.rank())) != std::string::npos;
     const bool good = e.code() == ErrorCode::peer_failure && s < 5.0 && names_rank &&
                       msg.find("peer") != std::string::npos;
-    std::printf("rank %d: %s after %.3f s: %s\n", comm.rank(), std::string(to_string(e.code())).c_str(),
-                s, msg.c_str());
+    std::printf("rank %d: %s after %.3f s: %s\n", comm.rank(),
+                std::string(to_string(e.code())).c_str(), s, msg.c_str());
     if (!good) return 1;
   }
   // Report through the store; rank 0 waits for every survivor.
@@ -246,7 +249,8 @@ int run_timeout_mode() {
     comm.allreduce(v.data(), v.data(), v.size(), DataType::int64, ReduceOp::sum, o);
   } catch (const Error& e) {
     const std::string msg = e.what();
-    std::printf("rank %d: %s: %s\n", comm.rank(), std::string(to_string(e.code())).c_str(), msg.c_str());
+    std::printf("rank %d: %s: %s\n", comm.rank(), std::string(to_string(e.code())).c_str(),
+                msg.c_str());
     if (comm.rank() == 0) {
       const bool good = e.code() == ErrorCode::timeout && msg.find("rank 0") != std::string::npos &&
                         msg.find("allreduce") != std::string::npos;
@@ -259,7 +263,6 @@ int run_timeout_mode() {
   std::printf("rank %d: allreduce completed although rank 0 should have timed out\n", comm.rank());
   return 1;
 }
-
 
 // After a failure, a new communicator from the same environment works.
 bool works_again() {
@@ -386,7 +389,8 @@ int run_stop_mode() {
   const auto pid_bytes = store.store->get("stop_test/pid", deadline);
   ::kill(std::stoi(std::string(pid_bytes.begin(), pid_bytes.end())), SIGCONT);
   const int64_t named = store.store->add("stop_test/named", 0);
-  if (named == n - 1) std::printf("STOP OK %d of %d survivors named rank %d\n", n - 1, n - 1, victim);
+  if (named == n - 1)
+    std::printf("STOP OK %d of %d survivors named rank %d\n", n - 1, n - 1, victim);
   return named == n - 1 ? 0 : 1;
 }
 

@@ -1,8 +1,8 @@
 // chorus-perf's library part: the sweep and its report, the exact checker,
 // the bus bandwidth factors and the iteration count of --min-time.
+#include "perf/perf.h"
 #include "core/reduce_kernels.h"
 #include "model/cost_model.h"
-#include "perf/perf.h"
 #include "perf/perf_check.h"
 
 #include <chorus/chorus.h>
@@ -44,12 +44,14 @@ TEST(PerfCheck, ExpectedOutputIsTheSerialReductionOfTheInputs) {
         const size_t es = dtype_size(type);
         std::vector<std::byte> acc(count * es), in(count * es);
         for (int r = 0; r < n; ++r) {
-          fill_input({Collective::allreduce, type, op, n, r, count, 0}, r == 0 ? acc.data() : in.data());
+          fill_input({Collective::allreduce, type, op, n, r, count, 0},
+                     r == 0 ? acc.data() : in.data());
           if (r > 0) reduce_into(type, op, acc.data(), acc.data(), in.data(), count);
         }
         if (op == ReduceOp::avg) divide_by(type, acc.data(), count, static_cast<size_t>(n));
         const CheckCase c{Collective::allreduce, type, op, n, 0, count, 0};
-        EXPECT_EQ(expected_output(c), acc) << "N=" << n << " " << to_string(type) << " " << to_string(op);
+        EXPECT_EQ(expected_output(c), acc)
+            << "N=" << n << " " << to_string(type) << " " << to_string(op);
         EXPECT_EQ(count_wrong(c, acc.data()), 0u);
       }
 }
@@ -70,7 +72,8 @@ TEST(PerfCheck, ExpectedOutputPlacesEveryRanksBlock) {
     const std::vector<std::byte> got = expected_output(a2a);
     for (int j = 0; j < n; ++j) {
       std::vector<std::byte> input(count * n * sizeof(int32_t));
-      fill_input({Collective::alltoall, DataType::int32, ReduceOp::sum, n, j, count, 0}, input.data());
+      fill_input({Collective::alltoall, DataType::int32, ReduceOp::sum, n, j, count, 0},
+                 input.data());
       const auto from = input.begin() + static_cast<long>(r * count * sizeof(int32_t));
       EXPECT_TRUE(std::equal(from, from + count * sizeof(int32_t),
                              got.begin() + static_cast<long>(j * count * sizeof(int32_t))));
@@ -105,7 +108,7 @@ TEST(PerfIterations, MinTimeRaisesTheCountOfShortCallsOnly) {
   EXPECT_EQ(iterations_for(milliseconds(0), 1e-6, 7), 7);
   EXPECT_EQ(iterations_for(milliseconds(0), 10.0, 7), 7);
   EXPECT_EQ(iterations_for(milliseconds(50), std::ldexp(1.0, -20), 1), 52429);  // 52428.8
-  EXPECT_EQ(iterations_for(milliseconds(5), 2e-3, 1), 3);  // 2.5 calls, rounded up
+  EXPECT_EQ(iterations_for(milliseconds(5), 2e-3, 1), 3);    // 2.5 calls, rounded up
   EXPECT_EQ(iterations_for(milliseconds(5), 2e-3, 20), 20);  // never below -n
   EXPECT_EQ(iterations_for(milliseconds(5), 1.0, 1), 1);
   EXPECT_EQ(iterations_for(milliseconds(5), 1e-12, 1), 1000000);  // capped
@@ -141,10 +144,9 @@ TEST(PerfCheck, CountsEveryWrongElementOfEveryType) {
 }
 
 TEST(PerfRun, EveryCollectiveDtypeAndOpChecksClean) {
-  PerfOptions o = options({Collective::allreduce, Collective::allgather,
-                            Collective::reduce_scatter, Collective::broadcast, Collective::reduce,
-                            Collective::alltoall},
-                           1, 300);
+  PerfOptions o = options({Collective::allreduce, Collective::allgather, Collective::reduce_scatter,
+                           Collective::broadcast, Collective::reduce, Collective::alltoall},
+                          1, 300);
   o.step_factor = 17;
   o.types.clear();
   for (int t = 0; t < kDataTypeCount; ++t) o.types.push_back(static_cast<DataType>(t));
@@ -164,8 +166,9 @@ TEST(PerfRun, EveryCollectiveDtypeAndOpChecksClean) {
     const double unit = model_bytes(r.collective, 3, 1, dtype_size(r.type));
     EXPECT_EQ(r.bytes % static_cast<size_t>(unit), 0u) << r.bytes;
     const CostParams link{rep.link.alpha, rep.link.beta};
-    EXPECT_DOUBLE_EQ(r.bound_us,
-                     lower_bound(r.collective, 3, static_cast<double>(r.bytes), link).combined() * 1e6);
+    EXPECT_DOUBLE_EQ(
+        r.bound_us,
+        lower_bound(r.collective, 3, static_cast<double>(r.bytes), link).combined() * 1e6);
   }
   EXPECT_GT(checked, 100u);
 }

@@ -38,8 +38,7 @@ std::vector<Program> exchange(int n) {
   return out;
 }
 
-SimResult run(const std::vector<Program>& programs, const Topology& t,
-              const SimOptions& o = {}) {
+SimResult run(const std::vector<Program>& programs, const Topology& t, const SimOptions& o = {}) {
   return simulate(programs, t, o);
 }
 

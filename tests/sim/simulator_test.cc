@@ -44,8 +44,7 @@ struct Progs {
   std::vector<ProgramBuilder> builders;
 };
 
-SimResult run(std::vector<Program> programs, const Topology& t, int ports = 1,
-              double gamma = 0) {
+SimResult run(std::vector<Program> programs, const Topology& t, int ports = 1, double gamma = 0) {
   return simulate(programs, t, SimOptions{ports, gamma, 1});
 }
 
@@ -209,10 +208,13 @@ TEST(Simulator, BadTopologiesAreErrors) {
   EXPECT_THROW(topology_from_json("{", "bad", 2), Error);
   EXPECT_THROW(topology_from_json(R"({"nodes": 3, "links": []})", "n", 2), Error);
   EXPECT_THROW(topology_from_json(R"({"nodes": 2, "links": [{"from": 0, "to": 5,
-      "alpha": 1, "beta": 1}]})", "oob", 2), Error);
+      "alpha": 1, "beta": 1}]})",
+                                  "oob", 2),
+               Error);
   // Disconnected: building works, routing names the pair.
   auto t = topology_from_json(R"({"nodes": 3, "links": [{"from": 0, "to": 1,
-      "alpha": "1us", "beta": "1GB/s"}]})", "split", 3);
+      "alpha": "1us", "beta": "1GB/s"}]})",
+                              "split", 3);
   std::vector<Hop> hops;
   try {
     t->route(0, 2, hops);
@@ -269,58 +271,58 @@ TEST(ClosedForms, SimulatorMatchesEveryFormula) {
   const size_t es = 4;
   size_t checked = 0;
   for (const Algorithm& a : all_algorithms())
-  for (const ClosedForm& f : a.costs) {
-    const size_t checked_before = checked;
-    const Algorithm* algo = &a;
-    std::vector<std::string> topologies;
-    for (size_t i = 0, j; i < f.topologies.size(); i = j + 1) {
-      j = f.topologies.find(' ', i);
-      if (j == std::string_view::npos) j = f.topologies.size();
-      topologies.emplace_back(f.topologies.substr(i, j - i));
-    }
-    for (int ports : {1, 2}) {
-      if (f.ports != 0 && f.ports != ports) continue;
-      for (int n = 2; n <= 64; ++n) {
-        for (size_t count : even_counts(a.collective, n)) {
-          if (a.collective == Collective::barrier && count != even_counts(a.collective, n)[0])
-            continue;
-          CollectiveSpec spec{a.collective, n, 0, count, es, 0};
-          // The ranks share windows (one host), so that the one-sided
-          // algorithms run too, staged (Input and Output are user buffers)
-          // and with Input and Output in windows.
-          spec.windows = true;
-          if (!supports(*algo, spec)) continue;
-          for (bool in_windows : {false, true}) {
-            spec.window_buffers = in_windows;
-            const auto programs = build_all(*algo, spec);
-            if (in_windows && !programs[0].one_sided()) continue;
-            for (const std::string& tn : topologies) {
-              if (!closed_form_applies(f, tn, n, ports)) continue;
-              for (const Params& pr : params) {
-                const LinkParams link{"link", pr.alpha, pr.beta};
-                auto t = make_topology(tn, n, link, link);
-                const double m = model_bytes(a.collective, n, count, es);
-                const CostParams cp{pr.alpha, pr.beta, pr.gamma, ports};
-                const Prediction want = f.at(n, m, cp);
-                if (!want.ok) {
-                  EXPECT_FALSE(want.reason.empty());
-                  continue;
+    for (const ClosedForm& f : a.costs) {
+      const size_t checked_before = checked;
+      const Algorithm* algo = &a;
+      std::vector<std::string> topologies;
+      for (size_t i = 0, j; i < f.topologies.size(); i = j + 1) {
+        j = f.topologies.find(' ', i);
+        if (j == std::string_view::npos) j = f.topologies.size();
+        topologies.emplace_back(f.topologies.substr(i, j - i));
+      }
+      for (int ports : {1, 2}) {
+        if (f.ports != 0 && f.ports != ports) continue;
+        for (int n = 2; n <= 64; ++n) {
+          for (size_t count : even_counts(a.collective, n)) {
+            if (a.collective == Collective::barrier && count != even_counts(a.collective, n)[0])
+              continue;
+            CollectiveSpec spec{a.collective, n, 0, count, es, 0};
+            // The ranks share windows (one host), so that the one-sided
+            // algorithms run too, staged (Input and Output are user buffers)
+            // and with Input and Output in windows.
+            spec.windows = true;
+            if (!supports(*algo, spec)) continue;
+            for (bool in_windows : {false, true}) {
+              spec.window_buffers = in_windows;
+              const auto programs = build_all(*algo, spec);
+              if (in_windows && !programs[0].one_sided()) continue;
+              for (const std::string& tn : topologies) {
+                if (!closed_form_applies(f, tn, n, ports)) continue;
+                for (const Params& pr : params) {
+                  const LinkParams link{"link", pr.alpha, pr.beta};
+                  auto t = make_topology(tn, n, link, link);
+                  const double m = model_bytes(a.collective, n, count, es);
+                  const CostParams cp{pr.alpha, pr.beta, pr.gamma, ports};
+                  const Prediction want = f.at(n, m, cp);
+                  if (!want.ok) {
+                    EXPECT_FALSE(want.reason.empty());
+                    continue;
+                  }
+                  const SimResult got = simulate(programs, *t, SimOptions{ports, pr.gamma, es});
+                  EXPECT_NEAR(got.time, want.seconds, 1e-9 * want.seconds)
+                      << to_string(a.collective) << "(" << a.name << ") N=" << n
+                      << " count=" << count << " ports=" << ports << " topology=" << tn
+                      << " alpha=" << pr.alpha << " window_buffers=" << in_windows;
+                  ++checked;
                 }
-                const SimResult got = simulate(programs, *t, SimOptions{ports, pr.gamma, es});
-                EXPECT_NEAR(got.time, want.seconds, 1e-9 * want.seconds)
-                    << to_string(a.collective) << "(" << a.name << ") N=" << n
-                    << " count=" << count << " ports=" << ports << " topology=" << tn
-                    << " alpha=" << pr.alpha << " window_buffers=" << in_windows;
-                ++checked;
               }
             }
           }
         }
       }
+      EXPECT_GE(checked, checked_before + 20)
+          << to_string(a.collective) << "(" << a.name << ") was hardly ever compared";
     }
-    EXPECT_GE(checked, checked_before + 20)
-        << to_string(a.collective) << "(" << a.name << ") was hardly ever compared";
-  }
   EXPECT_GT(checked, 1000u);
 }
 

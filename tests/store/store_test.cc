@@ -21,10 +21,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
 
 std::string fresh_dir(const std::string& tag) {
-  std::string templ = (std::filesystem::temp_directory_path() / ("chorus-" + tag + ".XXXXXX")).string();
+  std::string templ =
+      (std::filesystem::temp_directory_path() / ("chorus-" + tag + ".XXXXXX")).string();
   EXPECT_NE(::mkdtemp(templ.data()), nullptr);
   return templ;
 }
@@ -197,8 +200,8 @@ TEST_P(StoreTest, AbortFailsWaitersAndLaterOperationsWithTheReason) {
       << waiter_error;
   auto late = env_.client();
   for (const auto& op : std::vector<std::function<void()>>{
-           [&] { late->get("present", Clock::now() + 1s); },
-           [&] { late->set("k", bytes("v")); }, [&] { late->add("n", 1); }}) {
+           [&] { late->get("present", Clock::now() + 1s); }, [&] { late->set("k", bytes("v")); },
+           [&] { late->add("n", 1); }}) {
     try {
       op();
       ADD_FAILURE() << "an operation succeeded on an aborted store";
@@ -338,9 +341,9 @@ TEST(TcpStoreAdmission, RefusesAClientWithoutTheSecret) {
 TEST(TcpStoreAdmission, RefusesAClientWithAWrongSecret) {
   TcpStoreServer server(resolve("127.0.0.1", 0, "test"), kSecret, LogLevel::none);
   const std::string e = admission_error(server, "not-the-secret");
-  EXPECT_NE(e.find("store at " + server.describe() +
-                   " refused this client: wrong CHORUS_STORE_SECRET"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("store at " + server.describe() + " refused this client: wrong CHORUS_STORE_SECRET"),
+      std::string::npos)
       << e;
   // The server publishes its counters after it has closed the socket.
   const auto settle = Clock::now() + 10s;

@@ -66,14 +66,18 @@ CollectiveSpec case_spec(const Communicator& comm, const GridCase& c) {
 }
 
 std::shared_ptr<const std::vector<std::byte>> ReferenceCache::get(Collective c, DataType t,
-                                                                  ReduceOp op, int nranks,
-                                                                  int rank, size_t count,
-                                                                  int root) {
+                                                                  ReduceOp op, int nranks, int rank,
+                                                                  size_t count, int root) {
   // Only these collectives expect different bytes on different ranks.
-  const bool per_rank = c == Collective::reduce_scatter || c == Collective::alltoall ||
-                        c == Collective::reduce;
-  const Key key{static_cast<int>(c), static_cast<int>(t), static_cast<int>(op), nranks,
-                per_rank ? rank : -1, count, root};
+  const bool per_rank =
+      c == Collective::reduce_scatter || c == Collective::alltoall || c == Collective::reduce;
+  const Key key{static_cast<int>(c),
+                static_cast<int>(t),
+                static_cast<int>(op),
+                nranks,
+                per_rank ? rank : -1,
+                count,
+                root};
   std::lock_guard lock(mu_);
   auto& slot = entries_[key];
   if (!slot)
@@ -96,15 +100,24 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
   const std::vector<std::byte>& expect = *expect_ptr;
   if (!has_data(c.collective))
     fail(ErrorCode::internal, "grid: no data to check in ", to_string(c.collective));
-  if (c.window && traits_of.in_place != InPlace::same && traits_of.in_place != InPlace::send_in_recv)
+  if (c.window && traits_of.in_place != InPlace::same &&
+      traits_of.in_place != InPlace::send_in_recv)
     fail(ErrorCode::internal, "grid: window buffers only where send lies in recv in place");
   const size_t out_bytes = buffer_counts(case_spec(comm, c)).output * es;
   const size_t block = static_cast<size_t>(r) * c.count * es;  // this rank's block, in bytes
   // Output buffers start as poison so that an unwritten element shows.
   std::vector<std::byte> out = poisoned(c.type, out_bytes / es);
   std::vector<std::byte> aliased;  // the one buffer of an in-place call that writes into send
-  Call call{Call::Kind::collective, c.collective, input.data(), out.data(), c.count, c.type,
-            c.op, c.root, -1, {}};
+  Call call{Call::Kind::collective,
+            c.collective,
+            input.data(),
+            out.data(),
+            c.count,
+            c.type,
+            c.op,
+            c.root,
+            -1,
+            {}};
   call.options.algorithm = algorithm;
   // In place as the collective's in-place form says (collective.h).
   if (c.in_place) switch (traits_of.in_place) {
@@ -185,8 +198,8 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large) {
       for (int o = 0; o < (reducing ? kReduceOpCount : 1); ++o)
         for (int root : roots)
           for (bool in_place : {false, true})
-            out.push_back({c, count, static_cast<DataType>(t), static_cast<ReduceOp>(o), root,
-                           in_place});
+            out.push_back(
+                {c, count, static_cast<DataType>(t), static_cast<ReduceOp>(o), root, in_place});
   if (include_large) {
     constexpr size_t kLarge = 1000003;  // prime: never divides evenly
     const std::pair<DataType, ReduceOp> slice[] = {{DataType::float32, ReduceOp::sum},

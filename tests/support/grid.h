@@ -19,8 +19,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace chorus::test {

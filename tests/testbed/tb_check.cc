@@ -67,7 +67,9 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void touch(const fs::path& p) { std::ofstream(p) << "\n"; }
+void touch(const fs::path& p) {
+  std::ofstream(p) << "\n";
+}
 
 // Waits for the driver's file and returns its first number (a time in s).
 std::optional<double> wait_for_file(const fs::path& p) {
@@ -105,7 +107,8 @@ int run_grid() {
 // Fills v with values whose sum over the ranks is exact in float32, and
 // says whether v holds that sum.
 void fill(std::vector<float>& v, int rank) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((static_cast<size_t>(rank) + i) % 64);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>((static_cast<size_t>(rank) + i) % 64);
 }
 bool holds_sum(const std::vector<float>& v, int n) {
   for (size_t i = 0; i < v.size(); ++i) {
@@ -138,8 +141,8 @@ bool names_unreachable(const std::string& msg, int r) {
 
 struct Failure {
   Error error;
-  double at;       // wall clock, s
-  double call_s;   // how long the failing call ran
+  double at;      // wall clock, s
+  double call_s;  // how long the failing call ran
 };
 
 // AllReduces of 16 MiB until one fails. Writes DIR/looping.<rank> after the
@@ -182,8 +185,8 @@ int run_host_death(const fs::path& dir, int victim) {
   const bool good = f->error.code() == ErrorCode::peer_failure && names_unreachable(msg, victim) &&
                     after <= kHostDeathLimit;
   std::printf("%s rank %d: %s %.3f s after the kill (limit %.1f s): %s\n",
-              good ? "HOST-DEATH OK" : "HOST-DEATH BAD", rank, code.c_str(), after,
-              kHostDeathLimit, msg.c_str());
+              good ? "HOST-DEATH OK" : "HOST-DEATH BAD", rank, code.c_str(), after, kHostDeathLimit,
+              msg.c_str());
   return good ? 0 : 1;
 }
 
@@ -206,12 +209,12 @@ int run_partition(const fs::path& dir, int cut_rank) {
   for (int r : unreachable)
     if (!names_unreachable(msg, r)) missing += " " + std::to_string(r);
   const bool good = missing.empty() && after <= limit;
-  std::printf("%s rank %d: %s %.3f s after the cut (call ran %.3f s; limit CHORUS_TIMEOUT + "
-              "%.1f s = %.1f s)%s: %s\n",
-              good ? "PARTITION ERROR OK" : "PARTITION ERROR BAD", env.rank,
-              std::string(to_string(f->error.code())).c_str(), after, f->call_s, kReportSlack,
-              limit, missing.empty() ? "" : (" does not name rank(s)" + missing).c_str(),
-              msg.c_str());
+  std::printf(
+      "%s rank %d: %s %.3f s after the cut (call ran %.3f s; limit CHORUS_TIMEOUT + "
+      "%.1f s = %.1f s)%s: %s\n",
+      good ? "PARTITION ERROR OK" : "PARTITION ERROR BAD", env.rank,
+      std::string(to_string(f->error.code())).c_str(), after, f->call_s, kReportSlack, limit,
+      missing.empty() ? "" : (" does not name rank(s)" + missing).c_str(), msg.c_str());
   if (!good) return 1;
   if (!wait_for_file(dir / "healed")) return 1;
   Communicator again = init_from_env();

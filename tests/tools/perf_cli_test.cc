@@ -1,7 +1,7 @@
 // chorus-perf's command line: nccl-tests' flags and their errors, and the
 // printed table (columns, footer, N/A cells, wide values).
-#include "algorithms/algorithm.h"
 #include "perf_cli.h"
+#include "algorithms/algorithm.h"
 
 #include <chorus/chorus.h>
 
@@ -105,11 +105,12 @@ TEST(PerfArgs, BadInputIsAnInvalidArgumentNamingTheFlag) {
 }
 
 TEST(PerfArgs, LongSpellingsSuffixesAndTheHiddenHook) {
-  PerfOptions o = parse({"reduce", "--minbytes", "64k", "--maxbytes", "1Gb", "--stepfactor", "8",
-                         "--iters", "3", "--warmup_iters", "2", "--check", "0", "--datatype",
-                         "all", "--op", "prod,min", "--root", "1", "--blocking", "0", "--algo",
-                         "all", "--transport", "inproc", "--calibrate", "t.json",
-                         "--corrupt-one"});
+  PerfOptions o =
+      parse({"reduce", "--minbytes",  "64k",    "--maxbytes",     "1Gb",      "--stepfactor",
+             "8",      "--iters",     "3",      "--warmup_iters", "2",        "--check",
+             "0",      "--datatype",  "all",    "--op",           "prod,min", "--root",
+             "1",      "--blocking",  "0",      "--algo",         "all",      "--transport",
+             "inproc", "--calibrate", "t.json", "--corrupt-one"});
   EXPECT_EQ(o.collectives, std::vector<Collective>{Collective::reduce});
   EXPECT_EQ(o.min_bytes, size_t{64} << 10);
   EXPECT_EQ(o.max_bytes, size_t{1} << 30);
@@ -132,7 +133,8 @@ TEST(PerfArgs, LongSpellingsSuffixesAndTheHiddenHook) {
   EXPECT_EQ(parse({"allreduce", "-d", "int8", "-d", "float64"}).types,
             std::vector<DataType>{DataType::float64});
   // Errors name the flag as it was written, and the value.
-  expect_invalid({"allreduce", "--minbytes", "12Q"}, "--minbytes: unknown size suffix 'Q' in '12Q'");
+  expect_invalid({"allreduce", "--minbytes", "12Q"},
+                 "--minbytes: unknown size suffix 'Q' in '12Q'");
   expect_invalid({"allreduce", "--iters", "x"}, "--iters 'x': not an integer");
   expect_invalid({"allreduce", "-e", "2048G"}, "-e '2048G': larger than 1 TiB");
   expect_invalid({"allreduce", "--bogus", "1"}, "flag '--bogus': unknown flag");
@@ -163,10 +165,26 @@ TEST(PerfRun, TableHasNcclTestsColumnsAndFooter) {
   std::string text;
   const PerfReport rep = sweep(2, o, &text);
   ASSERT_EQ(rep.rows.size(), 8u);  // 8, 16, ..., 1024
-  for (const char* col : {"out-of-place", "in-place", "size", "count", "type", "redop", "root",
-                          "time", "algbw", "busbw", "#wrong", "algo", "bound", "%bound", "pred",
-                          "err%", "alpha",
-                          "beta", "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : "})
+  for (const char* col : {"out-of-place",
+                          "in-place",
+                          "size",
+                          "count",
+                          "type",
+                          "redop",
+                          "root",
+                          "time",
+                          "algbw",
+                          "busbw",
+                          "#wrong",
+                          "algo",
+                          "bound",
+                          "%bound",
+                          "pred",
+                          "err%",
+                          "alpha",
+                          "beta",
+                          "# Out of bounds values : 0 OK",
+                          "# Avg bus bandwidth    : "})
     EXPECT_NE(text.find(col), std::string::npos) << col << "\n" << text;
   // Each data row: size count type redop root, 4 + 4 cells, algo, bound, %bound,
   // pred, err%.
@@ -205,8 +223,8 @@ TEST(PerfRun, TableHasNcclTestsColumnsAndFooter) {
 }
 
 TEST(PerfRun, JsonRowsCarryThePrediction) {
-  PerfOptions o = parse({"allgather", "-b", "1K", "-e", "64K", "-f", "8", "-n", "1", "-w", "0",
-                         "-a", "all"});
+  PerfOptions o =
+      parse({"allgather", "-b", "1K", "-e", "64K", "-f", "8", "-n", "1", "-w", "0", "-a", "all"});
   const PerfReport rep = sweep(3, o, nullptr);
   ASSERT_FALSE(rep.rows.empty());
   const auto j = nlohmann::json::parse(to_json(o, rep));

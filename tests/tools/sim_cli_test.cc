@@ -214,21 +214,25 @@ TEST(SimCli, TuningFileDrivesTheFittedModel) {
     return 0.0;
   };
   const std::string full = file(false), half = file(true);
-  const CliRun a = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring", "--tuning", full});
-  const CliRun b = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring", "--tuning", half});
+  const CliRun a =
+      cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring", "--tuning", full});
+  const CliRun b =
+      cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring", "--tuning", half});
   ASSERT_EQ(a.rc, 0) << a.err;
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_NE(a.out.find("tuning="), std::string::npos) << a.out;
   // Ring at N = 2: two steps of 512 KiB each way, 1 ns per byte.
   EXPECT_NEAR(time_of(a), 2 * (0.1 + 524.288), 0.01) << a.out;
   EXPECT_NEAR(time_of(b), 2 * time_of(a), 0.5) << b.out;
-  const CliRun both = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--tuning", full, "--alpha", "1us", "--beta", "1GB/s"});
+  const CliRun both = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--tuning", full,
+                           "--alpha", "1us", "--beta", "1GB/s"});
   EXPECT_EQ(both.rc, 2);
   EXPECT_NE(both.err.find("exclude"), std::string::npos) << both.err;
   const CliRun none = cli({"allreduce", "--ranks", "2", "--bytes", "1M"});
   EXPECT_EQ(none.rc, 2);
   EXPECT_NE(none.err.find("--tuning"), std::string::npos) << none.err;
-  const CliRun missing = cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--tuning", full, "--link", "tcp"});
+  const CliRun missing =
+      cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--tuning", full, "--link", "tcp"});
   EXPECT_EQ(missing.rc, 2);
   EXPECT_NE(missing.err.find("no link class 'tcp'"), std::string::npos) << missing.err;
   std::filesystem::remove(full);

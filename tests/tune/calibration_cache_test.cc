@@ -74,8 +74,9 @@ TEST(TuningFileV2, VersionOneFilesStillLoadAsTheSeedsModel) {
 
 TEST(TuningFileV2, BadModelEntriesAreClearErrors) {
   auto bad = [](const std::string& link_extra, const std::string& top_extra = "") {
-    const std::string text = R"({"format": "chorus-tuning", "version": 2, "links": {"shm": {"alpha_s": 1e-6, "beta_Bps": 5e9)" +
-                             link_extra + "}}" + top_extra + "}";
+    const std::string text =
+        R"({"format": "chorus-tuning", "version": 2, "links": {"shm": {"alpha_s": 1e-6, "beta_Bps": 5e9)" +
+        link_extra + "}}" + top_extra + "}";
     try {
       tuning_from_json(text, "f");
     } catch (const Error& e) {
@@ -83,7 +84,8 @@ TEST(TuningFileV2, BadModelEntriesAreClearErrors) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(bad(R"(, "curve": [[4096, 1e-10], [1024, 1e-10]])").find("increasing"), std::string::npos);
+  EXPECT_NE(bad(R"(, "curve": [[4096, 1e-10], [1024, 1e-10]])").find("increasing"),
+            std::string::npos);
   EXPECT_NE(bad(R"(, "curve": [[4096, -1]])").find("s_per_B >= 0"), std::string::npos);
   EXPECT_NE(bad(R"(, "curve": [4096])").find("pair"), std::string::npos);
   EXPECT_NE(bad(R"(, "half_duplex": 1)").find("half_duplex"), std::string::npos);
@@ -97,8 +99,12 @@ TEST(TuningFileV2, BadModelEntriesAreClearErrors) {
 
 // Host loads for the injected sampler: no real load in tests. Quiet: nothing
 // but the job runs. Busy: far more runnable tasks than any host has cores.
-HostLoad quiet_host() { return {0, 0.25}; }
-HostLoad busy_host() { return {1e6, 50}; }
+HostLoad quiet_host() {
+  return {0, 0.25};
+}
+HostLoad busy_host() {
+  return {1e6, 50};
+}
 
 // Runs cached_model on n in-process ranks with the host's load from
 // `sampler`; returns rank 0's result and checks that every rank got the same
@@ -174,7 +180,8 @@ TEST_F(CalibrationCache, WrittenThenReadAndKeptApartByRankCount) {
 TEST_F(CalibrationCache, ACorruptFileIsIgnoredWithAWarningAndReplaced) {
   const std::string path = cache_file(config_.cache_dir, "inproc", 2);
   std::filesystem::create_directories(config_.cache_dir);
-  for (const char* junk : {"{not json", R"({"format": "chorus-tuning", "version": 2, "links": {}})"}) {
+  for (const char* junk :
+       {"{not json", R"({"format": "chorus-tuning", "version": 2, "links": {}})"}) {
     std::ofstream(path) << junk;
     ::testing::internal::CaptureStderr();
     const CachedModel m = run_cache(2, config_);
@@ -307,11 +314,14 @@ TEST(TuningFileV2, TheCalibrationRecordRoundTripsAndIsChecked) {
   };
   const std::string good = R"("others_running": 0, "loadavg_1m": 0, "cores": 2, "samples": 3)";
   EXPECT_EQ(error(R"({"provisional": false, )" + good + "}"), "no error");
-  EXPECT_NE(error(R"({)" + good + "}").find("provisional must be true or false"), std::string::npos);
-  EXPECT_NE(error(R"({"provisional": 1, )" + good + "}").find("provisional"), std::string::npos);
-  EXPECT_NE(error(R"({"provisional": true, "others_running": -1, "loadavg_1m": 0, "cores": 2, "samples": 3})")
-                .find("others_running and loadavg_1m must be >= 0"),
+  EXPECT_NE(error(R"({)" + good + "}").find("provisional must be true or false"),
             std::string::npos);
+  EXPECT_NE(error(R"({"provisional": 1, )" + good + "}").find("provisional"), std::string::npos);
+  EXPECT_NE(
+      error(
+          R"({"provisional": true, "others_running": -1, "loadavg_1m": 0, "cores": 2, "samples": 3})")
+          .find("others_running and loadavg_1m must be >= 0"),
+      std::string::npos);
   EXPECT_NE(error(R"({"provisional": true, "loadavg_1m": 0, "cores": 2, "samples": 3})")
                 .find("\"others_running\" must be a number"),
             std::string::npos);
@@ -334,10 +344,12 @@ TEST(CalibrationCacheConfig, ComesFromTheEnvironment) {
   EXPECT_TRUE(cfg({}).tuning_cache);
   EXPECT_FALSE(cfg({{"CHORUS_TUNING_CACHE", "off"}}).tuning_cache);
   EXPECT_THROW(cfg({{"CHORUS_TUNING_CACHE", "maybe"}}), Error);
-  EXPECT_EQ(cfg({{"XDG_CACHE_HOME", "/x/cache"}, {"HOME", "/home/u"}}).cache_dir, "/x/cache/chorus");
+  EXPECT_EQ(cfg({{"XDG_CACHE_HOME", "/x/cache"}, {"HOME", "/home/u"}}).cache_dir,
+            "/x/cache/chorus");
   EXPECT_EQ(cfg({{"HOME", "/home/u"}}).cache_dir, "/home/u/.cache/chorus");
   // A relative XDG_CACHE_HOME is invalid by the spec and ignored.
-  EXPECT_EQ(cfg({{"XDG_CACHE_HOME", "rel"}, {"HOME", "/home/u"}}).cache_dir, "/home/u/.cache/chorus");
+  EXPECT_EQ(cfg({{"XDG_CACHE_HOME", "rel"}, {"HOME", "/home/u"}}).cache_dir,
+            "/home/u/.cache/chorus");
   EXPECT_EQ(cfg({}).cache_dir, "");
 }
 

@@ -1,8 +1,8 @@
 // calibrate_model over in-process ranks (threads): where the transport shares
 // memory, a flag ping-pong between ranks 0 and 1 fits the link's flag_alpha,
 // the same on every rank (the others wait for it); where it does not, or
-// where a rank cannot map the window, flag_alpha stays unfitted. The times are this host's, under whatever load
-// it has: only what holds whatever they are is asserted.
+// where a rank cannot map the window, flag_alpha stays unfitted. The times are this host's, under
+// whatever load it has: only what holds whatever they are is asserted.
 #include "tune/calibration.h"
 
 #include "transport/forwarding_transport.h"
@@ -95,7 +95,9 @@ TEST(Calibration, AFlagPingPongFitsFlagAlphaWhereTheRanksShareMemory) {
     EXPECT_TRUE(link.flag_alpha_fitted()) << "N=" << n;
     EXPECT_GT(link.flag_alpha, 0) << "N=" << n;
     EXPECT_TRUE(std::isfinite(link.flag_alpha)) << "N=" << n;
-    EXPECT_LT(link.flag_alpha, 1e-3) << "N=" << n;
+    // In seconds, not a unit off: a flag's round trip is microseconds, and a
+    // loaded host's preemptions stretch it to milliseconds, never to 100 ms.
+    EXPECT_LT(link.flag_alpha, 0.1) << "N=" << n;
     for (int r = 1; r < n; ++r)
       EXPECT_EQ(got[static_cast<size_t>(r)].table.links.at("inproc").flag_alpha, link.flag_alpha)
           << "rank " << r << " of " << n;
@@ -133,9 +135,8 @@ TEST(Calibration, AWindowThatCannotBeMappedLeavesFlagAlphaUnfittedOnEveryRank) {
   // cannot map its part of the control window, while rank 1 maps theirs.
   // The calibration still completes on every rank, alike, without flag_alpha.
   for (int n : {2, 3}) {
-    const std::vector<ModelCalibration> got = calibrate_on(n, small_options(), [](int r) {
-      return r == 1 ? Alter::unmappable_records : Alter::none;
-    });
+    const std::vector<ModelCalibration> got = calibrate_on(
+        n, small_options(), [](int r) { return r == 1 ? Alter::unmappable_records : Alter::none; });
     const LinkParams& link = got[0].table.links.at("inproc");
     EXPECT_FALSE(link.curve.empty()) << "N=" << n;
     EXPECT_FALSE(link.flag_alpha_fitted()) << "N=" << n;

@@ -5,9 +5,9 @@
 // one, where the tuner chooses them when they win.
 #include "tune/tuner.h"
 
+#include "analysis/sim_sweep.h"
 #include "tune/model_sim.h"
 #include "tune/selector.h"
-#include "analysis/sim_sweep.h"
 
 #include <chorus/error.h>
 

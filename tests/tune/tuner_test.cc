@@ -107,7 +107,8 @@ TEST(Tuner, LogsEveryCandidateOncePerSizeClass) {
 // A tuner that prefers Bruck (large alpha), installed on in-process ranks.
 void install_bruck_leaning_tuner(Communicator& comm) {
   detail::impl_of(comm).set_selector(std::make_unique<Selector>(
-      detail::impl_of(comm).config(), std::make_unique<Tuner>(comm.size(), CostParams{100e-6, 25e9, 0, 1})));
+      detail::impl_of(comm).config(),
+      std::make_unique<Tuner>(comm.size(), CostParams{100e-6, 25e9, 0, 1})));
 }
 
 TEST(Tuner, CallOptionOverridesThePickAndUnknownNamesAreErrors) {
@@ -218,9 +219,9 @@ std::string one_rule_file_with(const std::string& key, const std::string& value)
 TEST(TuningFile, WrongTypesAndNumbersBeyondTheirTypesAreErrors) {
   EXPECT_NO_THROW(tuning_from_json(one_rule_file_with("ranks", "4"), "test file"));
   const std::pair<std::string, std::string> bad[] = {
-      {"format", "5"},     {"version", "\"1\""}, {"version", "1e300"},   {"ports", "1e300"},
-      {"collective", "36"}, {"link", "[]"},      {"algorithm", "null"}, {"ranks", "1e10"},
-      {"min_bytes", "-1"}, {"min_bytes", "1e20"}};
+      {"format", "5"},      {"version", "\"1\""}, {"version", "1e300"},  {"ports", "1e300"},
+      {"collective", "36"}, {"link", "[]"},       {"algorithm", "null"}, {"ranks", "1e10"},
+      {"min_bytes", "-1"},  {"min_bytes", "1e20"}};
   for (const auto& [key, value] : bad) {
     const std::string text = one_rule_file_with(key, value);
     try {

@@ -1,8 +1,8 @@
 // Unit tests of the verifier's building blocks: the interned rank sets and the
 // run-length symbolic memory, the latter against a plain per-element model
 // under random reads and writes.
-#include "verify/rank_set.h"
 #include "verify/symbolic_memory.h"
+#include "verify/rank_set.h"
 
 #include <gtest/gtest.h>
 

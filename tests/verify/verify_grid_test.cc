@@ -103,8 +103,7 @@ class VerifyGrid : public ::testing::TestWithParam<GridParam> {};
 // Verifies one count at every root; returns how many roots declined it.
 size_t prove(const Algorithm& algo, int nranks, size_t count) {
   std::vector<int> roots{0};
-  if (rooted(algo.collective) && nranks > 1)
-    roots.push_back(nranks - 1);
+  if (rooted(algo.collective) && nranks > 1) roots.push_back(nranks - 1);
   size_t declined = 0;
   for (int root : roots) {
     const CollectiveSpec spec{algo.collective, nranks, 0, count, 4, root};

@@ -291,8 +291,9 @@ TEST(VerifyMutation, OverlappingCopyOperands) {
   auto p = build_all(kAllreduce, "ring", 1, 6);
   // After the copy, shift output[0,4) onto output[2,6): a memmove with no
   // defined order.
-  insert_after(p[0], 0, {OpKind::copy, -1, {BufferKind::output, 0, 4},
-                         {BufferKind::output, 2, 4}, 0, {}, 0, {}, 0});
+  insert_after(
+      p[0], 0,
+      {OpKind::copy, -1, {BufferKind::output, 0, 4}, {BufferKind::output, 2, 4}, 0, {}, 0, {}, 0});
   expect_kind(check(kAllreduce, 1, 6, p), VerifyErrorKind::overlapping_operands);
 }
 
@@ -306,8 +307,10 @@ TEST(VerifyMutation, BroadcastMustNotReadInputOffTheRoot) {
       o.src.buffer = BufferKind::input;
       changed = true;
     }
-  if (!changed) q.ops.insert(q.ops.begin(), {OpKind::copy, -1, {BufferKind::input, 0, 5},
-                                             {BufferKind::output, 0, 5}, 0, {}, 0, {}, 0});
+  if (!changed)
+    q.ops.insert(
+        q.ops.begin(),
+        {OpKind::copy, -1, {BufferKind::input, 0, 5}, {BufferKind::output, 0, 5}, 0, {}, 0, {}, 0});
   const VerifyResult r = check(Collective::broadcast, 4, 5, p, 1);
   expect_kind(r, VerifyErrorKind::forbidden_access);
   EXPECT_EQ(r.error->rank, 2);
@@ -315,8 +318,8 @@ TEST(VerifyMutation, BroadcastMustNotReadInputOffTheRoot) {
 
 TEST(VerifyMutation, ReduceMustNotWriteOutputOffTheRoot) {
   auto p = build_all(Collective::reduce, "binomial", 4, 5, /*root=*/0);
-  p[3].ops.push_back({OpKind::copy, -1, {BufferKind::input, 0, 5}, {BufferKind::output, 0, 5},
-                      0, {}, 0, {}, 0});
+  p[3].ops.push_back(
+      {OpKind::copy, -1, {BufferKind::input, 0, 5}, {BufferKind::output, 0, 5}, 0, {}, 0, {}, 0});
   const VerifyResult r = check(Collective::reduce, 4, 5, p, 0);
   expect_kind(r, VerifyErrorKind::forbidden_access);
   EXPECT_EQ(r.error->rank, 3);
@@ -344,7 +347,6 @@ TEST(VerifyMutation, ErrorKindNamesAreDistinct) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::unique(names.begin(), names.end()), names.end());
 }
-
 
 // --- the average: a divide of the Output by N, once, after the last reduce ---
 

@@ -3,8 +3,8 @@
 // distinct step numbers, and the latency depth of the schedule when every
 // message takes one unit of time).
 #include "algorithms/algorithm.h"
-#include "schedule/rank_math.h"
 #include "analysis/verify_algorithm.h"
+#include "schedule/rank_math.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>
@@ -27,11 +27,14 @@ VerifyResult run(Collective c, std::string_view name, int n, size_t count, int r
 }
 
 // Every case these tests name is one the algorithm must serve.
-#define ASSERT_SUPPORTED(r) \
-  ASSERT_TRUE((r).supported) << (r).reason
+#define ASSERT_SUPPORTED(r) ASSERT_TRUE((r).supported) << (r).reason
 
-size_t log2_exact(int n) { return static_cast<size_t>(floor_log2(n)); }
-size_t clog2(int n) { return static_cast<size_t>(ceil_log2(n)); }
+size_t log2_exact(int n) {
+  return static_cast<size_t>(floor_log2(n));
+}
+size_t clog2(int n) {
+  return static_cast<size_t>(ceil_log2(n));
+}
 
 // Ring AllReduce: 2(N-1) steps, each rank sends 2(N-1) messages of M/N, and
 // reduces (N-1)/N of the vector.

@@ -1,7 +1,7 @@
 #include "transport/composite/composite_transport.h"
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 namespace chorus {
@@ -87,12 +87,16 @@ class CompositeTransport final : public Transport {
   void take(Transport& t, RequestId tag, std::vector<RequestId>& done, const Deadline* until) {
     scratch_.clear();
     auto run = [&] {
-      if (until) t.wait_some(scratch_, *until);
-      else t.poll(scratch_);
+      if (until)
+        t.wait_some(scratch_, *until);
+      else
+        t.poll(scratch_);
       return 0;
     };
-    if (tag == 0) shm_call(run);
-    else run();
+    if (tag == 0)
+      shm_call(run);
+    else
+      run();
     for (RequestId id : scratch_) done.push_back((id << 1) | tag);
   }
 

@@ -231,8 +231,7 @@ class InprocTransport final : public Transport {
     check_rank(peer);
     check_peer(peer);  // a failed peer, or one that has returned, fails the post
     const RequestId id = next_id_++;
-    PendingRecv r{id, dst, bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt,
-                  stamp};
+    PendingRecv r{id, dst, bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt, stamp};
     Channel& ch = world_->channel(peer, rank_);
     std::unique_lock lock(ch.mu);
     if (ch.sends.empty()) {
@@ -362,9 +361,9 @@ class InprocTransport final : public Transport {
     if (s.stamp != r.stamp) {
       error = MatchError{StampMismatch(dst, src, r.stamp, s.stamp), {}};
     } else if (send_bytes != r.bytes) {
-      error = MatchError{std::nullopt, str_cat("message size mismatch between rank ", src,
-                                               " (sends ", send_bytes, " B) and rank ", dst,
-                                               " (expects ", r.bytes, " B)")};
+      error = MatchError{std::nullopt,
+                         str_cat("message size mismatch between rank ", src, " (sends ", send_bytes,
+                                 " B) and rank ", dst, " (expects ", r.bytes, " B)")};
     }
     if (error) {
       world_->complete(src, send_id, error);
@@ -420,7 +419,9 @@ std::shared_ptr<InprocWorld> make_inproc_world(int nranks) {
   return std::make_shared<InprocWorld>(nranks);
 }
 
-void inproc_rank_exited(InprocWorld& world, int rank) { world.exited(rank); }
+void inproc_rank_exited(InprocWorld& world, int rank) {
+  world.exited(rank);
+}
 
 std::unique_ptr<Transport> make_inproc_transport(std::shared_ptr<InprocWorld> world, int rank,
                                                  std::chrono::microseconds spin) {

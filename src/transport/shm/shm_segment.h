@@ -104,9 +104,9 @@ struct FifoControl {
   // A mismatched message found by the receiver: 1 + index of the first slot
   // of the offending message (0: none), the byte count the sender sent, the
   // one the receiver expected and the stamp of the receiver's call. Written
-  // before the receiver throws, read by the sender. On a line of its own: the sender polls error_slot at every isend,
-  // and a line the receiver never writes in normal operation stays in the
-  // sender's cache, where the tail's line (written per message) would not.
+  // before the receiver throws, read by the sender. On a line of its own: the sender polls
+  // error_slot at every isend, and a line the receiver never writes in normal operation stays in
+  // the sender's cache, where the tail's line (written per message) would not.
   alignas(kCacheLine) std::atomic<uint64_t> error_slot{0};
   std::atomic<uint64_t> error_sent{0};
   std::atomic<uint64_t> error_expected{0};
@@ -127,7 +127,7 @@ struct alignas(kCacheLine) SlotHeader {
   uint64_t message_bytes = 0;    // size of the whole message
   uint32_t fragment_bytes = 0;   // payload bytes in this slot (inline_data)
   SlotKind kind = SlotKind::inline_data;
-  CallStamp stamp;               // the call that sends the message
+  CallStamp stamp;  // the call that sends the message
   // The payload of a message of at most kSmallBytes; larger fragments follow
   // the header. 8-byte aligned, so any element type reduces from here. A
   // cross_memory slot holds the address of the sender's buffer here instead.

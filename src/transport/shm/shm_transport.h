@@ -10,9 +10,9 @@
 // issues FUTEX_WAKE only when the receiver has announced that it sleeps. A
 // rank bound to a core of its own spins on it; otherwise it yields the core
 // after a few microseconds (at once when the ranks outnumber their CPUs).
-// Sends that go through slots complete as soon as they are published. Large messages stream through the FIFO in slices, or, where
-// the kernel allows it, are read in one copy straight out of the sender's
-// buffer with process_vm_readv (Cross Memory Attach).
+// Sends that go through slots complete as soon as they are published. Large messages stream through
+// the FIFO in slices, or, where the kernel allows it, are read in one copy straight out of the
+// sender's buffer with process_vm_readv (Cross Memory Attach).
 //
 //   ShmOptions opt;
 //   opt.spin = config.spin;

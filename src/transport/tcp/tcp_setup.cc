@@ -19,7 +19,9 @@ namespace chorus::tcp {
 
 namespace {
 
-std::vector<uint8_t> to_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> to_bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
 
 // Peer p's record "host id\naddress\nport" from the store, as an endpoint;
 // Error(mismatch) naming the key when it is malformed.
@@ -99,8 +101,7 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
   for (int p = 0; p < rank; ++p)
     if (connects_to(options, p))
       endpoints[static_cast<size_t>(p)] =
-          parse_address(get(str_cat("tcp/addr/", p), str_cat("the address of peer ", p)), p,
-                        where);
+          parse_address(get(str_cat("tcp/addr/", p), str_cat("the address of peer ", p)), p, where);
   // A store barrier: a rank that found a bad value has aborted the store by
   // now (bootstrap does), and every rank learns it here, instead of waiting
   // for connections that will not come.
@@ -188,9 +189,9 @@ Fd connect_mesh(Store& store, int rank, int size, const TcpOptions& options,
           if (outgoing && (from != pd.peer || h.stream != pd.stream))
             reject = str_cat("answered as rank ", from, " stream ", h.stream, ", expected rank ",
                              pd.peer, " stream ", pd.stream);
-          else if (!outgoing && (from <= rank || from >= size || !connects_to(options, from) ||
-                                 h.stream >= nstreams ||
-                                 established[static_cast<size_t>(from)][h.stream]))
+          else if (!outgoing &&
+                   (from <= rank || from >= size || !connects_to(options, from) ||
+                    h.stream >= nstreams || established[static_cast<size_t>(from)][h.stream]))
             reject = str_cat("unexpected rank ", from, " stream ", h.stream);
         }
         if (reject.empty()) {

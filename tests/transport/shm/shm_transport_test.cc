@@ -3,12 +3,12 @@
 // transport with make_shm_transport. A child reports a failed check through a
 // pipe and a non-zero exit; the parent also checks that no /dev/shm entry of
 // any child survives.
+#include "transport/shm/shm_transport.h"
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "core/config.h"
 #include "store/file_store.h"
 #include "support/grid.h"
-#include "transport/shm/shm_transport.h"
 
 #include <chorus/error.h>
 #include <gtest/gtest.h>

@@ -2,6 +2,7 @@
 // its own transport: there is no progress thread), over a FileStore:
 // collectives with one and several streams per peer, large messages both ways
 // at once, size mismatches, refused connections, aborts and closed peers.
+#include "transport/tcp/tcp_transport.h"
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "net/socket.h"
@@ -9,7 +10,6 @@
 #include "support/grid.h"
 #include "support/latch.h"
 #include "transport/tcp/tcp_setup.h"
-#include "transport/tcp/tcp_transport.h"
 
 #include <gtest/gtest.h>
 
@@ -95,18 +95,22 @@ TEST_P(TcpGrid, CollectivesMatchTheReference) {
   std::mutex mu;
   std::vector<std::string> mismatches;
   const int n = 3;
-  auto errors = run_tcp(n, GetParam(), [&](int, std::unique_ptr<Transport>& t) {
-    Communicator comm = make_communicator(std::move(t), Config{});
-    for (Collective c : {Collective::allreduce, Collective::allgather, Collective::reduce_scatter}) {
-      std::vector<test::GridCase> cases;
-      for (const auto& gc : test::grid_cases(c, n, true))
-        if (gc.type == DataType::float32 || gc.type == DataType::int8 || gc.count > 1000)
-          cases.push_back(gc);
-      auto e = test::run_grid(comm, cases, "ring");
-      std::lock_guard lock(mu);
-      mismatches.insert(mismatches.end(), e.begin(), e.end());
-    }
-  }, *ts.store());
+  auto errors = run_tcp(
+      n, GetParam(),
+      [&](int, std::unique_ptr<Transport>& t) {
+        Communicator comm = make_communicator(std::move(t), Config{});
+        for (Collective c :
+             {Collective::allreduce, Collective::allgather, Collective::reduce_scatter}) {
+          std::vector<test::GridCase> cases;
+          for (const auto& gc : test::grid_cases(c, n, true))
+            if (gc.type == DataType::float32 || gc.type == DataType::int8 || gc.count > 1000)
+              cases.push_back(gc);
+          auto e = test::run_grid(comm, cases, "ring");
+          std::lock_guard lock(mu);
+          mismatches.insert(mismatches.end(), e.begin(), e.end());
+        }
+      },
+      *ts.store());
   for (const auto& e : errors) EXPECT_EQ(e, "");
   for (const auto& m : mismatches) ADD_FAILURE() << m;
 }
@@ -120,15 +124,20 @@ TEST(TcpTransport, LargeMessagesBothWaysAtOnceDoNotDeadlock) {
   // reading while it writes.
   TempStore ts;
   constexpr size_t kBytes = size_t{48} << 20;
-  auto errors = run_tcp(2, 2, [&](int r, std::unique_ptr<Transport>& t) {
-    std::vector<uint8_t> out(kBytes), in(kBytes, 0);
-    for (size_t i = 0; i < kBytes; ++i) out[i] = static_cast<uint8_t>(i * 7 + static_cast<size_t>(r));
-    const RequestId s = t->isend(1 - r, out.data(), kBytes);
-    const RequestId v = t->irecv(1 - r, in.data(), kBytes, nullptr);
-    wait_all(*t, {s, v}, Clock::now() + 60s);
-    for (size_t i = 0; i < kBytes; i += 4099)
-      ASSERT_EQ(in[i], static_cast<uint8_t>(i * 7 + static_cast<size_t>(1 - r))) << "byte " << i;
-  }, *ts.store());
+  auto errors = run_tcp(
+      2, 2,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        std::vector<uint8_t> out(kBytes), in(kBytes, 0);
+        for (size_t i = 0; i < kBytes; ++i)
+          out[i] = static_cast<uint8_t>(i * 7 + static_cast<size_t>(r));
+        const RequestId s = t->isend(1 - r, out.data(), kBytes);
+        const RequestId v = t->irecv(1 - r, in.data(), kBytes, nullptr);
+        wait_all(*t, {s, v}, Clock::now() + 60s);
+        for (size_t i = 0; i < kBytes; i += 4099)
+          ASSERT_EQ(in[i], static_cast<uint8_t>(i * 7 + static_cast<size_t>(1 - r)))
+              << "byte " << i;
+      },
+      *ts.store());
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
 }
@@ -136,40 +145,47 @@ TEST(TcpTransport, LargeMessagesBothWaysAtOnceDoNotDeadlock) {
 TEST(TcpTransport, ReducingReceiveOfStripedMessage) {
   TempStore ts;
   constexpr size_t kCount = 1000003;
-  auto errors = run_tcp(2, 4, [&](int r, std::unique_ptr<Transport>& t) {
-    std::vector<int64_t> mine(kCount), dst(kCount, -1);
-    for (size_t i = 0; i < kCount; ++i) mine[i] = static_cast<int64_t>(i) * (r + 1);
-    Reducer red{DataType::int64, ReduceOp::sum, mine.data()};
-    const RequestId s = t->isend(1 - r, mine.data(), kCount * 8);
-    const RequestId v = t->irecv(1 - r, dst.data(), kCount * 8, &red);
-    wait_all(*t, {s, v}, Clock::now() + 60s);
-    for (size_t i = 0; i < kCount; ++i)
-      ASSERT_EQ(dst[i], static_cast<int64_t>(i) * 3) << "element " << i;
-  }, *ts.store());
+  auto errors = run_tcp(
+      2, 4,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        std::vector<int64_t> mine(kCount), dst(kCount, -1);
+        for (size_t i = 0; i < kCount; ++i) mine[i] = static_cast<int64_t>(i) * (r + 1);
+        Reducer red{DataType::int64, ReduceOp::sum, mine.data()};
+        const RequestId s = t->isend(1 - r, mine.data(), kCount * 8);
+        const RequestId v = t->irecv(1 - r, dst.data(), kCount * 8, &red);
+        wait_all(*t, {s, v}, Clock::now() + 60s);
+        for (size_t i = 0; i < kCount; ++i)
+          ASSERT_EQ(dst[i], static_cast<int64_t>(i) * 3) << "element " << i;
+      },
+      *ts.store());
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
 }
 
 TEST(TcpTransport, MessagesKeepFifoOrderAndZeroBytesCount) {
   TempStore ts;
-  auto errors = run_tcp(2, 3, [&](int r, std::unique_ptr<Transport>& t) {
-    constexpr int kMsgs = 20;
-    std::vector<std::vector<uint32_t>> bufs(kMsgs);
-    std::vector<RequestId> ids;
-    for (int m = 0; m < kMsgs; ++m) {
-      // Sizes from 0 to several chunks, so stripes of different messages interleave.
-      const size_t count = m % 4 == 0 ? 0 : static_cast<size_t>(m) * 40000;
-      bufs[static_cast<size_t>(m)].assign(count, r == 0 ? static_cast<uint32_t>(m) : 0xFFFFFFFF);
-      auto& b = bufs[static_cast<size_t>(m)];
-      ids.push_back(r == 0 ? t->isend(1, b.data(), b.size() * 4)
-                           : t->irecv(0, b.data(), b.size() * 4, nullptr));
-    }
-    wait_all(*t, ids, Clock::now() + 30s);
-    if (r == 1) {
-      for (int m = 0; m < kMsgs; ++m)
-        for (uint32_t x : bufs[static_cast<size_t>(m)]) ASSERT_EQ(x, static_cast<uint32_t>(m));
-    }
-  }, *ts.store());
+  auto errors = run_tcp(
+      2, 3,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        constexpr int kMsgs = 20;
+        std::vector<std::vector<uint32_t>> bufs(kMsgs);
+        std::vector<RequestId> ids;
+        for (int m = 0; m < kMsgs; ++m) {
+          // Sizes from 0 to several chunks, so stripes of different messages interleave.
+          const size_t count = m % 4 == 0 ? 0 : static_cast<size_t>(m) * 40000;
+          bufs[static_cast<size_t>(m)].assign(count,
+                                              r == 0 ? static_cast<uint32_t>(m) : 0xFFFFFFFF);
+          auto& b = bufs[static_cast<size_t>(m)];
+          ids.push_back(r == 0 ? t->isend(1, b.data(), b.size() * 4)
+                               : t->irecv(0, b.data(), b.size() * 4, nullptr));
+        }
+        wait_all(*t, ids, Clock::now() + 30s);
+        if (r == 1) {
+          for (int m = 0; m < kMsgs; ++m)
+            for (uint32_t x : bufs[static_cast<size_t>(m)]) ASSERT_EQ(x, static_cast<uint32_t>(m));
+        }
+      },
+      *ts.store());
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
 }
@@ -177,17 +193,20 @@ TEST(TcpTransport, MessagesKeepFifoOrderAndZeroBytesCount) {
 TEST(TcpTransport, SizeMismatchIsAnError) {
   TempStore ts;
   test::Latch judged;
-  auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {
-    std::vector<uint8_t> b(200);
-    if (r == 0) {
-      wait_all(*t, {t->isend(1, b.data(), 100)}, Clock::now() + 10s);
-      // Keep the connection open until the peer has judged the message.
-      EXPECT_TRUE(judged.wait());
-    } else {
-      test::CountDownOnExit done(judged);
-      wait_all(*t, {t->irecv(0, b.data(), 200, nullptr)}, Clock::now() + 10s);
-    }
-  }, *ts.store());
+  auto errors = run_tcp(
+      2, 1,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        std::vector<uint8_t> b(200);
+        if (r == 0) {
+          wait_all(*t, {t->isend(1, b.data(), 100)}, Clock::now() + 10s);
+          // Keep the connection open until the peer has judged the message.
+          EXPECT_TRUE(judged.wait());
+        } else {
+          test::CountDownOnExit done(judged);
+          wait_all(*t, {t->irecv(0, b.data(), 200, nullptr)}, Clock::now() + 10s);
+        }
+      },
+      *ts.store());
   EXPECT_EQ(errors[0], "");
   EXPECT_NE(errors[1].find("rank 1"), std::string::npos) << errors[1];
   EXPECT_NE(errors[1].find("peer 0"), std::string::npos) << errors[1];
@@ -197,28 +216,32 @@ TEST(TcpTransport, SizeMismatchIsAnError) {
 TEST(TcpTransport, AbortReachesPeersWithItsReason) {
   TempStore ts;
   test::Latch learnt(2);  // ranks 0 and 1 are done with their receive
-  auto errors = run_tcp(3, 1, [&](int r, std::unique_ptr<Transport>& t) {
-    if (r == 2) {
-      t->abort(ErrorCode::internal, "rank 2 gave up on purpose");
-      // The transport stays open until both peers have judged their receive.
-      EXPECT_TRUE(learnt.wait());
-      return;
-    }
-    test::CountDownOnExit done(learnt);
-    // Ranks 0 and 1 only exchange among themselves, yet learn of rank 2 at once.
-    uint8_t b = 0;
-    std::vector<RequestId> ids{t->irecv(1 - r, &b, 1, nullptr)};
-    const auto start = Clock::now();
-    try {
-      wait_all(*t, ids, Clock::now() + 20s);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::peer_failure);
-      EXPECT_LT(Clock::now() - start, 5s);
-      throw;
-    }
-  }, *ts.store());
+  auto errors = run_tcp(
+      3, 1,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        if (r == 2) {
+          t->abort(ErrorCode::internal, "rank 2 gave up on purpose");
+          // The transport stays open until both peers have judged their receive.
+          EXPECT_TRUE(learnt.wait());
+          return;
+        }
+        test::CountDownOnExit done(learnt);
+        // Ranks 0 and 1 only exchange among themselves, yet learn of rank 2 at once.
+        uint8_t b = 0;
+        std::vector<RequestId> ids{t->irecv(1 - r, &b, 1, nullptr)};
+        const auto start = Clock::now();
+        try {
+          wait_all(*t, ids, Clock::now() + 20s);
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::peer_failure);
+          EXPECT_LT(Clock::now() - start, 5s);
+          throw;
+        }
+      },
+      *ts.store());
   for (int r : {0, 1}) {
-    EXPECT_NE(errors[static_cast<size_t>(r)].find("peer 2"), std::string::npos) << errors[static_cast<size_t>(r)];
+    EXPECT_NE(errors[static_cast<size_t>(r)].find("peer 2"), std::string::npos)
+        << errors[static_cast<size_t>(r)];
     EXPECT_NE(errors[static_cast<size_t>(r)].find("gave up on purpose"), std::string::npos)
         << errors[static_cast<size_t>(r)];
   }
@@ -230,16 +253,23 @@ TEST(TcpTransport, AbortReachesPeersWithItsReason) {
 // reason rather than only "peer 1 closed".
 TEST(TcpTransport, AFailedRankPassesTheCauseOnWhenItCloses) {
   TempStore ts;
-  auto errors = run_tcp(3, 1, [&](int r, std::unique_ptr<Transport>& t) {
-    uint8_t b = 0;
-    if (r == 2) {
-      t->abort(ErrorCode::internal, "rank 2 gave up on purpose");
-      return;
-    }
-    wait_all(*t, {t->irecv(r == 0 ? 1 : 2, &b, 1, nullptr)}, Clock::now() + 20s);
-  }, *ts.store(), [](int r, TcpOptions& o) { o.peers = {r == 1, r != 1, r == 1}; });
+  auto errors = run_tcp(
+      3, 1,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        uint8_t b = 0;
+        if (r == 2) {
+          t->abort(ErrorCode::internal, "rank 2 gave up on purpose");
+          return;
+        }
+        wait_all(*t, {t->irecv(r == 0 ? 1 : 2, &b, 1, nullptr)}, Clock::now() + 20s);
+      },
+      *ts.store(),
+      [](int r, TcpOptions& o) {
+        o.peers = {r == 1, r != 1, r == 1};
+      });
   EXPECT_EQ(errors[2], "");
-  EXPECT_NE(errors[1].find("peer 2 failed: rank 2 gave up on purpose"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("peer 2 failed: rank 2 gave up on purpose"), std::string::npos)
+      << errors[1];
   EXPECT_NE(errors[0].find("peer 1 failed: rank 1: tcp: peer 2 failed: rank 2 gave up on purpose"),
             std::string::npos)
       << errors[0];
@@ -248,22 +278,25 @@ TEST(TcpTransport, AFailedRankPassesTheCauseOnWhenItCloses) {
 TEST(TcpTransport, APeerThatClosedIsAFailureOnlyWhenNeeded) {
   TempStore ts;
   test::Latch closed;
-  auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {
-    uint8_t b = 7;
-    if (r == 0) {
-      test::CountDownOnExit done(closed);
-      wait_all(*t, {t->isend(1, &b, 1)}, Clock::now() + 10s);
-      t.reset();  // closes with a goodbye
-      return;
-    }
-    wait_all(*t, {t->irecv(0, &b, 1, nullptr)}, Clock::now() + 10s);
-    EXPECT_EQ(b, 7);
-    // Rank 0 has gone on purpose: fine until this rank wants more from it.
-    ASSERT_TRUE(closed.wait());
-    std::vector<RequestId> done;
-    t->poll(done);
-    wait_all(*t, {t->irecv(0, &b, 1, nullptr)}, Clock::now() + 10s);
-  }, *ts.store());
+  auto errors = run_tcp(
+      2, 1,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        uint8_t b = 7;
+        if (r == 0) {
+          test::CountDownOnExit done(closed);
+          wait_all(*t, {t->isend(1, &b, 1)}, Clock::now() + 10s);
+          t.reset();  // closes with a goodbye
+          return;
+        }
+        wait_all(*t, {t->irecv(0, &b, 1, nullptr)}, Clock::now() + 10s);
+        EXPECT_EQ(b, 7);
+        // Rank 0 has gone on purpose: fine until this rank wants more from it.
+        ASSERT_TRUE(closed.wait());
+        std::vector<RequestId> done;
+        t->poll(done);
+        wait_all(*t, {t->irecv(0, &b, 1, nullptr)}, Clock::now() + 10s);
+      },
+      *ts.store());
   EXPECT_EQ(errors[0], "");
   EXPECT_NE(errors[1].find("peer 0"), std::string::npos) << errors[1];
   EXPECT_NE(errors[1].find("closed its communicator"), std::string::npos) << errors[1];
@@ -277,34 +310,37 @@ TEST(TcpTransport, APeerAheadThatStopsAnsweringIsReportedAsSuch) {
   test::Latch sent;
   test::Latch reported;
   std::vector<PeerProgress> seen;
-  auto errors = run_tcp(2, 1, [&](int r, std::unique_ptr<Transport>& t) {
-    std::vector<uint8_t> b(64, static_cast<uint8_t>(r == 1 ? 9 : 0));
-    if (r == 1) {
-      {
-        // A small message is done once written, before rank 0 asks for it.
-        test::CountDownOnExit written(sent);
-        wait_all(*t, {t->isend(0, b.data(), b.size())}, Clock::now() + 10s);
-      }
-      // Silent (no progress, so no status answers) until rank 0 has judged.
-      EXPECT_TRUE(reported.wait());
-      return;
-    }
-    test::CountDownOnExit judged(reported);
-    // Take the message's header in, where it parks (no receive asks for it).
-    ASSERT_TRUE(sent.wait());
-    auto parked = [](const std::vector<PeerProgress>& report) {
-      return report.size() == 1 && report[0].note.find("waits here") != std::string::npos;
-    };
-    const auto until = Clock::now() + 10s;
-    std::vector<RequestId> done;
-    do {
-      t->wait_some(done, Clock::now() + 5ms);
-    } while (!parked(t->peer_progress(Clock::now())) && Clock::now() < until);
-    seen = t->peer_progress(Clock::now() + 300ms);
-    reported.count_down();
-    wait_all(*t, {t->irecv(1, b.data(), b.size(), nullptr)}, Clock::now() + 10s);
-    EXPECT_EQ(b[63], 9);
-  }, *ts.store());
+  auto errors = run_tcp(
+      2, 1,
+      [&](int r, std::unique_ptr<Transport>& t) {
+        std::vector<uint8_t> b(64, static_cast<uint8_t>(r == 1 ? 9 : 0));
+        if (r == 1) {
+          {
+            // A small message is done once written, before rank 0 asks for it.
+            test::CountDownOnExit written(sent);
+            wait_all(*t, {t->isend(0, b.data(), b.size())}, Clock::now() + 10s);
+          }
+          // Silent (no progress, so no status answers) until rank 0 has judged.
+          EXPECT_TRUE(reported.wait());
+          return;
+        }
+        test::CountDownOnExit judged(reported);
+        // Take the message's header in, where it parks (no receive asks for it).
+        ASSERT_TRUE(sent.wait());
+        auto parked = [](const std::vector<PeerProgress>& report) {
+          return report.size() == 1 && report[0].note.find("waits here") != std::string::npos;
+        };
+        const auto until = Clock::now() + 10s;
+        std::vector<RequestId> done;
+        do {
+          t->wait_some(done, Clock::now() + 5ms);
+        } while (!parked(t->peer_progress(Clock::now())) && Clock::now() < until);
+        seen = t->peer_progress(Clock::now() + 300ms);
+        reported.count_down();
+        wait_all(*t, {t->irecv(1, b.data(), b.size(), nullptr)}, Clock::now() + 10s);
+        EXPECT_EQ(b[63], 9);
+      },
+      *ts.store());
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   ASSERT_EQ(seen.size(), 1u);
@@ -360,7 +396,8 @@ TEST(TcpTransport, WrongTokenIsRefusedAndTheJobGoesOn) {
         // accepts nothing before rank 1 has checked the store too), so that
         // rank 0 meets the rogue during its set-up, before rank 1.
         if (r == 1 && !early_knocked.wait()) fail(ErrorCode::timeout, "the early rogue never came");
-        Communicator comm = make_communicator(make_tcp_transport(store, r, 2, options(1)), Config{});
+        Communicator comm =
+            make_communicator(make_tcp_transport(store, r, 2, options(1)), Config{});
         if (r == 0) setup_done.count_down();
         const auto until = Clock::now() + 30s;
         while (true) {
