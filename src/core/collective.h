@@ -6,7 +6,12 @@
 // exact checks of the tools and tests.
 //
 // A new collective is one enum value (include/chorus/types.h), one row of
-// kCollectiveTraits and one name in kCollectiveNames (collective.cc).
+// kCollectiveTraits and one name in kCollectiveNames (collective.cc); then
+// what only it can say, each a switch without a default so that the compiler
+// names the place: its result (the verifier's expected output,
+// verify/verifier_symbolic.cc; perf/perf_check.cc's exact data), its lower
+// bound (model/cost_model.cc) and its bus bandwidth (perf/perf.cc); its named
+// calls (Call::x, Communicator::x and x_async); and at least one algorithm.
 #pragma once
 
 #include <chorus/types.h>

@@ -26,17 +26,11 @@ double RateCurve::at(double bytes) const {
 }
 
 double model_bytes(Collective c, int nranks, size_t count, size_t elem_size) {
+  // The call's largest buffer (collective.h's blocks): N blocks where the
+  // count is one rank's block.
   const double v = static_cast<double>(count) * static_cast<double>(elem_size);
-  switch (c) {
-    case C::allgather:
-    case C::reduce_scatter:
-    case C::alltoall:
-      return v * nranks;
-    case C::barrier:
-      return 0;
-    default:
-      return v;
-  }
+  if (!has_data(c)) return 0;
+  return per_rank_blocks(c) ? v * nranks : v;
 }
 
 LowerBound lower_bound(Collective c, int n, double m, const CostParams& p) {

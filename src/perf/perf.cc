@@ -275,9 +275,12 @@ double busbw_factor(Collective c, int nranks) {
     case Collective::reduce_scatter:
     case Collective::alltoall:
       return (n - 1) / n;
-    default:
+    case Collective::broadcast:
+    case Collective::reduce:
+    case Collective::barrier:
       return 1;
   }
+  return 1;
 }
 
 LinkEstimate measure_link(Communicator& comm) {

@@ -132,7 +132,7 @@ void expect_refused(Call call, const std::string& what) {
 TEST(Call, ValuesOutsideTheEnumsAreRefused) {
   Call call = Call::allreduce(nullptr, nullptr, kCount, DataType::int32, ReduceOp::sum);
   call.collective = static_cast<Collective>(kCollectiveCount);
-  expect_refused(call, "invalid Collective value 7");
+  expect_refused(call, "invalid Collective value " + std::to_string(kCollectiveCount));
   call = Call::allreduce(nullptr, nullptr, kCount, DataType::int32, ReduceOp::sum);
   call.kind = static_cast<Call::Kind>(9);
   expect_refused(call, "invalid Call::Kind value 9");

@@ -68,9 +68,9 @@ CollectiveSpec case_spec(const Communicator& comm, const GridCase& c) {
 std::shared_ptr<const std::vector<std::byte>> ReferenceCache::get(Collective c, DataType t,
                                                                   ReduceOp op, int nranks, int rank,
                                                                   size_t count, int root) {
-  // Only these collectives expect different bytes on different ranks.
-  const bool per_rank =
-      c == Collective::reduce_scatter || c == Collective::alltoall || c == Collective::reduce;
+  // Different bytes on different ranks: a rank's share of per-rank input
+  // blocks (reduce_scatter, alltoall), or an output on the root only.
+  const bool per_rank = traits(c).input == Blocks::per_rank || traits(c).output_on_root_only;
   const Key key{static_cast<int>(c),
                 static_cast<int>(t),
                 static_cast<int>(op),
