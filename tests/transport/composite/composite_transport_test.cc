@@ -6,6 +6,7 @@
 // (as a tcp transport connected to those alone does). Recorders between the
 // composite and each inner transport show where every call went.
 #include "transport/composite/composite_transport.h"
+#include "support/wait_all.h"
 
 #include "transport/forwarding_transport.h"
 #include "transport/inproc/inproc_transport.h"
@@ -108,19 +109,7 @@ struct Job {
   std::vector<std::unique_ptr<Transport>> ranks;
 };
 
-void wait_all(Transport& t, std::vector<RequestId> ids, Deadline deadline = Clock::now() + 10s) {
-  std::vector<RequestId> done;
-  while (!ids.empty()) {
-    done.clear();
-    t.wait_some(done, deadline);
-    if (done.empty() && Clock::now() >= deadline) FAIL() << "rank " << t.rank() << " timed out";
-    for (RequestId id : done) {
-      ASSERT_NE(std::find(ids.begin(), ids.end(), id), ids.end())
-          << "rank " << t.rank() << ": unknown or repeated request " << id;
-      std::erase(ids, id);
-    }
-  }
-}
+using test::wait_all;
 
 CallStamp call(uint32_t seq) {
   return collective_stamp(seq, Collective::allgather, 1, DataType::int32, ReduceOp::sum, 1, 0);

@@ -5,6 +5,7 @@
 // reducing receives, mismatched sizes and stamps, aborts, ranks that have
 // returned, interrupts, deadlines and stall reports.
 #include "transport/inproc/inproc_transport.h"
+#include "support/wait_all.h"
 
 #include "support/latch.h"
 
@@ -33,20 +34,7 @@ struct World {
   std::vector<std::unique_ptr<Transport>> ranks;
 };
 
-// Waits until every id in `ids` has completed on `t`.
-void wait_all(Transport& t, std::vector<RequestId> ids, Deadline deadline = Clock::now() + 10s) {
-  std::vector<RequestId> done;
-  while (!ids.empty()) {
-    done.clear();
-    t.wait_some(done, deadline);
-    if (done.empty() && Clock::now() >= deadline) FAIL() << "rank " << t.rank() << " timed out";
-    for (RequestId id : done) {
-      ASSERT_NE(std::find(ids.begin(), ids.end(), id), ids.end())
-          << "rank " << t.rank() << ": unknown or repeated request " << id;
-      std::erase(ids, id);
-    }
-  }
-}
+using test::wait_all;
 
 CallStamp call(uint32_t seq) {
   return collective_stamp(seq, Collective::allreduce, 1, DataType::int32, ReduceOp::sum, 4, 0);
