@@ -1,6 +1,7 @@
 // chorus-sim command line: the table, crossovers, JSON rows, and clear errors
 // with a non-zero exit status on bad input.
 #include "sim_cli.h"
+#include "support/cli_run.h"
 
 #include "algorithms/algorithm.h"
 
@@ -14,22 +15,15 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 namespace chorus {
 namespace {
 
-struct CliRun {
-  int rc;
-  std::string out, err;
-};
+using test::CliRun;
 
 CliRun cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "chorus-sim");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int rc = sim_cli_main(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {rc, out.str(), err.str()};
+  return test::run_cli(sim_cli_main, "chorus-sim", std::move(args));
 }
 
 TEST(SimCli, TableMarksTheFastestAndListsCrossovers) {

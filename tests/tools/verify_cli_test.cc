@@ -2,6 +2,7 @@
 // tables, the closed forms as JSON (with the seed's AllReduce figures that
 // bench/testbed/analyze.py reads), and clear errors on bad input.
 #include "verify_cli.h"
+#include "support/cli_run.h"
 
 #include "algorithms/algorithm.h"
 #include "core/check.h"
@@ -16,23 +17,16 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus {
 namespace {
 
-struct CliRun {
-  int rc;
-  std::string out, err;
-};
+using test::CliRun;
 
 CliRun cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "chorus-verify");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int rc = verify_cli_main(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {rc, out.str(), err.str()};
+  return test::run_cli(verify_cli_main, "chorus-verify", std::move(args));
 }
 
 std::vector<std::string> lines(const std::string& text) {
