@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -147,6 +148,26 @@ class Communicator {
   // milliseconds); never blocks. Not concurrently with the destructor.
   // A new communicator (init_from_env) works afterwards.
   void abort(std::string_view reason);
+
+  // Splits this communicator, as MPI_Comm_split and ncclCommSplit do. A
+  // collective over this communicator: every rank calls it, in the same order
+  // as its other calls. The ranks that pass the same color form a new
+  // communicator, ranked by (key, rank in this one); a negative color takes
+  // part in the call and gets std::nullopt.
+  //   auto row = comm.split(comm.rank() / 4, comm.rank());   // groups of 4
+  // A child is a communicator like any other (every call, windows where its
+  // ranks share memory, abort, timeouts, the flight recorder, a tuner of its
+  // own shape), with links of its own: it needs no store, since its set-up
+  // meets through this communicator, and destroying or aborting the parent
+  // or a child never breaks another. Parent and children may be used from one
+  // thread in any interleaving that is the same on every rank.
+  std::optional<Communicator> split(int color, int key);
+  // The ranks of this communicator that share a host (memory) with this one,
+  // ranked as here: split with the host as color. Hosts are the ranks' own
+  // host identities (CHORUS_HOST_ID, else the machine, /dev/shm and pid
+  // namespace it runs in), not launcher variables. A collective over this
+  // communicator.
+  Communicator split_by_host();
 
   // This rank's last 64 calls as JSON: sequence number, shape, algorithm,
   // start and end times, state, and for a failed call the error and the ops it

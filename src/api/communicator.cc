@@ -2,6 +2,7 @@
 // communicator.h). Each named call fills a Call and submits it; only
 // chorus::Error leaves them.
 #include "api/communicator_impl.h"
+#include "api/derive.h"
 
 #include "core/check.h"
 
@@ -89,6 +90,14 @@ std::string Communicator::transport() const {
 
 std::string Communicator::flight_record() const {
   return guarded("flight_record", [&] { return detail::impl_of(*this).flight_record(); });
+}
+
+std::optional<Communicator> Communicator::split(int color, int key) {
+  return guarded("split", [&] { return detail::split(*this, color, key, false); });
+}
+
+Communicator Communicator::split_by_host() {
+  return guarded("split_by_host", [&] { return *detail::split(*this, 0, rank(), true); });
 }
 
 Window Communicator::window(size_t bytes) {

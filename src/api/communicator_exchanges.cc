@@ -15,16 +15,21 @@ namespace chorus {
 namespace detail {
 
 std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord& mine) {
+  std::vector<WindowRecord> all(static_cast<size_t>(size_));
+  exchange(&mine, all.data(), sizeof(WindowRecord));
+  return all;
+}
+
+void CommunicatorImpl::exchange(const void* mine, void* all, size_t bytes) {
   // A ring allgather of the records' bytes.
   const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
   CHORUS_CHECK(ring != nullptr);
-  const CollectiveSpec spec{Collective::allgather, size_, rank_, sizeof(WindowRecord), 1, 0};
+  const CollectiveSpec spec{Collective::allgather, size_, rank_, bytes, 1, 0};
   auto program = prepare(build_program(*ring, spec));
-  std::vector<WindowRecord> all(static_cast<size_t>(size_));
   std::vector<std::byte> scratch(program->program.scratch_count);
   CallStamp stamp;
   Deadline deadline;
-  CallLabel label{"window exchange", "ring"};
+  CallLabel label{"exchange", "ring"};
   if (exchange_call_) {
     // Part of a one-sided call: its stamp, so that ranks in different calls
     // meet as a mismatch, and its deadline.
@@ -33,11 +38,11 @@ std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord&
     label = CallLabel{exchange_call_->collective, exchange_call_->algorithm};
   } else {
     stamp = collective_stamp(++collective_seq_, Collective::allgather, algorithm_stamp_id(*ring),
-                             DataType::uint8, ReduceOp::sum, sizeof(WindowRecord), 0);
+                             DataType::uint8, ReduceOp::sum, bytes, 0);
     begin_call(stamp);
     deadline = deadline_after(config_.timeout, Clock::now());
   }
-  auto exec = std::make_shared<Execution>(program, ExecBuffers{&mine, all.data(), scratch.data()},
+  auto exec = std::make_shared<Execution>(program, ExecBuffers{mine, all, scratch.data()},
                                           DataType::uint8, ReduceOp::sum, label, deadline, stamp);
   try {
     engine_.enqueue(exec);
@@ -46,7 +51,20 @@ std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord&
     fail_all(std::current_exception());
     std::rethrow_exception(broken_);
   }
-  return all;
+}
+
+void CommunicatorImpl::setup_allgather(const void* mine, void* all, size_t bytes) {
+  CallGuard guard(call_state_);
+  enter_call();
+  exchange(mine, all, bytes);
+}
+
+void CommunicatorImpl::setup_message(OpKind kind, void* buf, size_t bytes, int peer) {
+  CallOptions options;
+  options.tag = kSetupTag;
+  const bool sending = kind == OpKind::send;
+  wait(*submit_point_to_point(kind, sending ? buf : nullptr, sending ? nullptr : buf, bytes,
+                              DataType::uint8, peer, options));
 }
 
 std::shared_ptr<SharedWindow> CommunicatorImpl::create_window(size_t bytes) {

@@ -249,6 +249,13 @@ std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
 }
 
 std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
+  const bool message = call.kind == Call::Kind::send || call.kind == Call::Kind::recv;
+  // Negative tags are chorus's own (kSetupTag).
+  if (message && call.options.tag < 0)
+    fail(ErrorCode::invalid_argument,
+         CallSite{rank(), call.kind == Call::Kind::send ? "send to peer" : "recv from peer",
+                  call.peer},
+         "negative tag ", call.options.tag);
   switch (call.kind) {
     case Call::Kind::collective:
       return submit_collective(call);
@@ -358,7 +365,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(OpKind kind, 
   if (peer == rank()) fail(ErrorCode::invalid_argument, where, "peer is this rank itself");
   if (options.timeout.count() < 0)
     fail(ErrorCode::invalid_argument, where, "negative timeout ", options.timeout.count(), " ms");
-  if (options.tag < 0) fail(ErrorCode::invalid_argument, where, "negative tag ", options.tag);
+  if (options.tag < 0 && options.tag != kSetupTag)
+    fail(ErrorCode::invalid_argument, where, "negative tag ", options.tag);
   checked_mul(count, dtype_size(type), "message size");
   if (count > 0 && (sending ? send == nullptr : recv == nullptr))
     fail(ErrorCode::invalid_argument, where, "buffer is null with count ", count);

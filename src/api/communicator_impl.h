@@ -110,6 +110,15 @@ class CommunicatorImpl {
   // Communicator::window: a collective allocation of `bytes` on every rank.
   std::shared_ptr<SharedWindow> create_window(size_t bytes);
 
+  // The exchanges of chorus's own set-up (api/derive.cc), as calls of this
+  // communicator in the order of its other calls: an allgather of `bytes`
+  // per rank (`all` receives size() * bytes, rank r's at r * bytes) ...
+  void setup_allgather(const void* mine, void* all, size_t bytes);
+  // ... and one message to or from `peer`, blocking: kind is OpKind::send or OpKind::recv. It carries kSetupTag,
+  // which no user call can, so that a user's message never meets it quietly.
+  void setup_message(OpKind kind, void* buf, size_t bytes, int peer);
+  static constexpr int kSetupTag = -1;
+
   // The algorithm a call would use (after overrides and fallback).
   const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) {
     return selector_->choose(spec, options.algorithm);
@@ -173,6 +182,10 @@ class CommunicatorImpl {
   // exchange their files): inside a one-sided call, a part of that call
   // (exchange_call_); else a collective call of its own.
   std::vector<WindowRecord> exchange_records(const WindowRecord& mine);
+  // An allgather of `bytes` per rank (a ring of the bytes), as
+  // setup_allgather says: a collective call of its own, or inside a one-sided
+  // call, a part of it (exchange_call_).
+  void exchange(const void* mine, void* all, size_t bytes);
   struct ExchangeCall {
     CallStamp stamp;
     Deadline deadline;

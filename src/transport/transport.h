@@ -111,6 +111,10 @@ class Transport {
   // Whether every rank runs on this host and can map the others' memory
   // (transport/window.h): what one-sided Programs need. shm and inproc do.
   virtual bool shares_memory() const { return false; }
+  // The address this rank's peers reach it at over tcp (what it published);
+  // "" where it has no tcp link. A communicator derived from this one
+  // (api/derive.cc) meets its first rank there.
+  virtual std::string address() const { return {}; }
   // Throws peer_failure (or the peer's abort) when `peer` can no longer take
   // part: it exited, closed its transport or aborted. A one-sided wait, which
   // no message completes, asks this now and then. A system call at most.

@@ -18,6 +18,12 @@
 //                            with an error that names rank N-1 as the one
 //                            behind; rank 0 then continues it (SIGCONT) and
 //                            prints "STOP OK" once every survivor's error did
+//   mp_check split           the split checks of tests/support/split_check.h
+//                            (parity, blocks, key reversal, negative colors,
+//                            a child of a child, interleaving, split_by_host;
+//                            each child's collectives checked exactly); rank 0
+//                            prints "SPLIT OK N ranks" when no rank saw a
+//                            problem
 //   mp_check mismatch        every scenario of tests/support/mismatch.h, each
 //                            on a new communicator; rank 0 prints
 //                            "MISMATCH OK" when it saw no problem (each rank
@@ -40,6 +46,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "support/grid.h"
+#include "support/split_check.h"
 #include "support/mismatch.h"
 
 #include <chorus/chorus.h>
@@ -419,6 +426,18 @@ int run_mismatch_mode() {
   return ok ? 0 : 1;
 }
 
+// Communicator::split and split_by_host (support/split_check.h): every case,
+// every collective on each child checked exactly.
+int run_split_mode() {
+  Communicator comm = init_from_env();
+  const std::vector<std::string> problems = test::check_splits(comm);
+  for (const std::string& p : problems) std::printf("rank %d: split: %s\n", comm.rank(), p.c_str());
+  int64_t bad = static_cast<int64_t>(problems.size());
+  comm.allreduce(&bad, &bad, 1, DataType::int64, ReduceOp::sum);
+  if (comm.rank() == 0 && bad == 0) std::printf("SPLIT OK %d ranks\n", comm.size());
+  return bad == 0 ? 0 : 1;
+}
+
 int run_init_mode() {
   if (auto kv = env_var("MP_CHECK_SET")) {
     const size_t eq = kv->find('=');
@@ -446,12 +465,13 @@ int main(int argc, char** argv) {
     if (mode == "timeout") return chorus::run_timeout_mode();
     if (mode == "abort") return chorus::run_abort_mode();
     if (mode == "init") return chorus::run_init_mode();
+    if (mode == "split") return chorus::run_split_mode();
     if (mode == "mismatch") return chorus::run_mismatch_mode();
     if (mode == "stop") return chorus::run_stop_mode();
     if (mode == "window-kill" && argc > 2) return chorus::run_window_kill_mode(std::atoi(argv[2]));
     std::fprintf(stderr,
                  "usage: mp_check grid [--small] | allreduce | kill | window-kill RANK | timeout | "
-                 "abort | init | mismatch | stop\n");
+                 "abort | init | split | mismatch | stop\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());

@@ -22,6 +22,7 @@ class CompositeTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   TransportKind kind() const override { return TransportKind::shm_tcp; }
+  std::string address() const override { return tcp_->address(); }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     const int local = local_[static_cast<size_t>(peer)];

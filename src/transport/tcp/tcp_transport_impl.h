@@ -119,6 +119,9 @@ class TcpTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   TransportKind kind() const override { return TransportKind::tcp; }
+  std::string address() const override {
+    return options_.address.empty() ? "127.0.0.1" : options_.address;
+  }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override;
   RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,

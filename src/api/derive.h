@@ -1,0 +1,49 @@
+// Communicators derived from another one: Communicator::split and
+// split_by_host (include/chorus/communicator.h), and the torch backend's
+// new_group.
+//
+// A derived communicator has links of its own, made without any store the
+// job was started with: its ranks meet through the parent.
+//
+//   1. (split only) An allgather over the whole parent of each rank's
+//      (color, key, host identity): every rank learns its group and its
+//      rank in it.
+//   2. The group's first rank (its leader) opens a set-up point: an
+//      in-process world when the parent's ranks are threads (inproc), else a
+//      TcpStore server with a fresh secret on an ephemeral port at the
+//      address the parent's tcp peers reach it at (127.0.0.1 on one host).
+//      It sends where to find it to every other member over the parent
+//      (point-to-point messages carrying chorus's own set-up tag).
+//   3. Every member builds its transport as init() does (bootstrap's steps
+//      2 to 5: host identities, shm inside a host, tcp across, the store
+//      barrier) over that store, or joins the in-process world.
+//   4. Every member tells the leader how its set-up went, and the leader
+//      tells every member the verdict: either all of them have the new
+//      communicator or all raise the first member's error (then the
+//      leader's store closes, which no member can still need).
+//
+// Only the members of a group exchange messages in steps 2 to 4, so the
+// groups of one split are made side by side, and a group can be made by its
+// members alone (derive(), for the torch backend, whose new_group runs only
+// on the members).
+#pragma once
+
+#include <chorus/communicator.h>
+
+#include <optional>
+#include <vector>
+
+namespace chorus::detail {
+
+// The communicator of `members` (ranks of `parent`, in the order of their
+// rank in the new one; this rank among them). Collective over the members
+// only: every member calls it with the same list, in the same order as its
+// other calls on the parent.
+Communicator derive(Communicator& parent, const std::vector<int>& members);
+
+// Communicator::split (by_host false) and split_by_host (by_host true: the
+// color is the host's, the key the rank): step 1, then derive() for this
+// rank's group; std::nullopt for a negative color.
+std::optional<Communicator> split(Communicator& parent, int color, int key, bool by_host);
+
+}  // namespace chorus::detail
