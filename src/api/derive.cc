@@ -170,7 +170,8 @@ std::unique_ptr<Transport> join_meeting(const Invitation& inv, int rank, int siz
 
 }  // namespace
 
-Communicator derive(Communicator& parent_comm, const std::vector<int>& members) {
+Communicator derive(Communicator& parent_comm, const std::vector<int>& members,
+                    std::chrono::milliseconds timeout) {
   CommunicatorImpl& parent = impl_of(parent_comm);
   const CallSite where{parent.rank(), "derive"};
   const int n = static_cast<int>(members.size());
@@ -178,6 +179,7 @@ Communicator derive(Communicator& parent_comm, const std::vector<int>& members) 
   std::sort(sorted.begin(), sorted.end());
   if (sorted.empty() || sorted.front() < 0 || sorted.back() >= parent.size())
     fail(ErrorCode::invalid_argument, where, "members must be ranks in [0, ", parent.size(), ")");
+  if (timeout.count() < 0) fail(ErrorCode::invalid_argument, where, "negative timeout");
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     fail(ErrorCode::invalid_argument, where, "rank ",
          *std::adjacent_find(sorted.begin(), sorted.end()), " is named twice");
@@ -235,7 +237,9 @@ Communicator derive(Communicator& parent_comm, const std::vector<int>& members) 
   }
   if (own_error) std::rethrow_exception(own_error);
   if (!verdict.ok) fail(static_cast<ErrorCode>(verdict.code), get(verdict.message));
-  return make_communicator(std::move(transport), config);
+  Config child = config;
+  if (timeout.count() > 0) child.timeout = timeout;
+  return make_communicator(std::move(transport), std::move(child));
 }
 
 std::optional<Communicator> split(Communicator& parent_comm, int color, int key, bool by_host) {

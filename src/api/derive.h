@@ -30,6 +30,7 @@
 
 #include <chorus/communicator.h>
 
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -38,8 +39,11 @@ namespace chorus::detail {
 // The communicator of `members` (ranks of `parent`, in the order of their
 // rank in the new one; this rank among them). Collective over the members
 // only: every member calls it with the same list, in the same order as its
-// other calls on the parent.
-Communicator derive(Communicator& parent, const std::vector<int>& members);
+// other calls on the parent. `timeout`, where not 0, replaces the parent's
+// default deadline of the new communicator's calls (its set-up keeps the
+// parent's).
+Communicator derive(Communicator& parent, const std::vector<int>& members,
+                    std::chrono::milliseconds timeout = {});
 
 // Communicator::split (by_host false) and split_by_host (by_host true: the
 // color is the host's, the key the rank): step 1, then derive() for this

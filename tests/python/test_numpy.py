@@ -1,6 +1,6 @@
 """The numpy binding: every collective and dtype at N = 1..4 over shm and tcp,
 the error classes, Ctrl-C, the variables chorus-run exports, and windows
-(comm.window, comm.empty) over shm and tcp."""
+(comm.window, comm.empty) over shm and tcp, and comm.split / split_by_host."""
 
 import re
 
@@ -23,6 +23,11 @@ def test_errors(transport, algorithm):
     proc = launch(2, "numpy_errors.py", transport=transport, extra_env=pick_env(algorithm))
     require_picked(proc, 2, algorithm)
     require_ok(proc, 2, "numpy_errors OK")
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_split(transport):
+    require_ok(launch(4, "numpy_split.py", transport=transport), 4, "numpy_split OK")
 
 
 @pytest.mark.parametrize("n", [2, 3])

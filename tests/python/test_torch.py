@@ -44,6 +44,10 @@ def test_ddp_matches_gloo(n):
     require_ok(launch(n, "torch_ddp.py"), n, "torch_ddp OK")
 
 
+def test_new_group_derives_from_the_default_group():
+    require_ok(launch(4, "torch_subgroups.py"), 4, "torch_subgroups OK")
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_window_tensors(n):
     require_ok(launch(n, "torch_windows.py"), n, "torch_windows OK")

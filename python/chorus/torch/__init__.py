@@ -27,6 +27,7 @@ docs/PYTHON.md lists the supported calls.
 """
 
 import datetime
+import inspect as _inspect
 import operator as _operator
 
 import torch as _torch
@@ -49,10 +50,38 @@ __all__ = ["ProcessGroupChorus", "BACKEND", "empty"]
 BACKEND = "chorus"
 
 
+def _ranks_of_new_group():
+    """The global ranks of the sub-group torch is making now, or None for the
+    default group. torch (1.13) hands a backend's creator only the group's
+    store, rank and size; the ranks are the argument global_ranks_in_group
+    of its _new_process_group_helper, the caller of the creator."""
+    frame = _inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code.co_name == "_new_process_group_helper":
+                ranks = frame.f_locals.get("global_ranks_in_group")
+                return list(ranks) if ranks else None
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
+
+
 def _create_process_group(store, rank, world_size, timeout):
-    """Backend creator torch.distributed calls: (store, rank, world size, timeout)."""
+    """Backend creator torch.distributed calls: (store, rank, world size, timeout).
+
+    A sub-group (dist.new_group) of a default group that is chorus's is
+    derived from the default group's communicator: its members meet through
+    it, with no second rendezvous and no keys in the store. Otherwise the
+    group meets its peers through `store`."""
     if isinstance(timeout, datetime.timedelta):
         timeout = timeout.total_seconds()
+    ranks = _ranks_of_new_group()
+    if ranks is not None and _dist.is_initialized():
+        default = _dist.distributed_c10d._get_default_group()
+        if isinstance(default, ProcessGroupChorus) and len(ranks) == world_size \
+                and ranks.index(default.rank()) == rank:
+            return default.new_group(ranks, float(timeout))
     return ProcessGroupChorus(store, rank, world_size, float(timeout))
 
 

@@ -99,6 +99,24 @@ Window PyCommunicator::window(py::ssize_t nbytes) {
   return w;
 }
 
+std::shared_ptr<PyCommunicator> PyCommunicator::split(int color, int key) {
+  Busy busy(*this);
+  collect_finished();
+  Communicator& c = live();
+  std::optional<Communicator> child;
+  block_or_raise([&] { child = c.split(color, key); }, {}, std::nullopt, "split");
+  return child ? std::make_shared<PyCommunicator>(std::move(*child)) : nullptr;
+}
+
+std::shared_ptr<PyCommunicator> PyCommunicator::split_by_host() {
+  Busy busy(*this);
+  collect_finished();
+  Communicator& c = live();
+  std::optional<Communicator> child;
+  block_or_raise([&] { child = c.split_by_host(); }, {}, std::nullopt, "split_by_host");
+  return std::make_shared<PyCommunicator>(std::move(*child));
+}
+
 void PyCommunicator::close() {
   if (!comm_) return;
   {

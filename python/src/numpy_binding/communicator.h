@@ -87,6 +87,11 @@ class PyCommunicator {
   // peers as a blocking call does (Ctrl-C aborts it).
   Window window(pybind11::ssize_t nbytes);
 
+  // Communicator::split and split_by_host: collectives that wait for the
+  // peers as a blocking call does. split gives None for a negative color.
+  std::shared_ptr<PyCommunicator> split(int color, int key);
+  std::shared_ptr<PyCommunicator> split_by_host();
+
   // Waits for the calls still pending (a call's buffers must outlive it),
   // then destroys the communicator. Idempotent.
   void close();

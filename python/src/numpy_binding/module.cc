@@ -83,6 +83,16 @@ PYBIND11_MODULE(_chorus, m) {
       .def("abort", &PyCommunicator::abort, py::arg("reason"),
            "Aborts the communicator: every pending and later call raises AbortedError here, and "
            "the peers raise AbortedError naming this rank and the reason.")
+      .def_property_readonly(
+          "transport", [](const PyCommunicator& c) { return c.live().transport(); },
+          "The transport that connects the ranks: \"shm\", \"tcp\" or \"shm+tcp\".")
+      .def("split", &PyCommunicator::split, py::arg("color"), py::arg("key") = 0,
+           "A collective: the ranks that pass the same color form a new Communicator, ranked by "
+           "(key, rank here); a negative color takes part and gets None. The new communicator "
+           "needs no store: it is set up through this one.")
+      .def("split_by_host", &PyCommunicator::split_by_host,
+           "A collective: a new Communicator of the ranks of this one that share this rank's "
+           "host (memory), ranked as here.")
       .def("flight_record", &PyCommunicator::flight_record,
            "This rank's last 64 calls as JSON text.")
       .def("window", &PyCommunicator::window, py::arg("nbytes"),

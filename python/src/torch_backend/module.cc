@@ -13,6 +13,20 @@
 
 namespace py = pybind11;
 
+namespace {
+
+// A group's timeout: positive seconds, as milliseconds rounded up.
+std::chrono::milliseconds timeout_of(double seconds) {
+  if (!(seconds > 0))
+    throw chorus::Error(chorus::ErrorCode::invalid_argument,
+                        "chorus backend: the timeout must be positive seconds");
+  const double ms = std::ceil(seconds * 1000.0);
+  return ms >= 1e15 ? std::chrono::milliseconds::max()
+                    : std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_backend, m) {
   using chorus::torch_backend::ProcessGroupChorus;
   m.doc() = "chorus as a torch.distributed backend (import chorus.torch registers it)";
@@ -21,18 +35,21 @@ PYBIND11_MODULE(_backend, m) {
       m, "ProcessGroupChorus", "A torch.distributed process group over one chorus communicator.")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        double timeout_seconds) {
-             if (!(timeout_seconds > 0))
-               throw chorus::Error(chorus::ErrorCode::invalid_argument,
-                                   "chorus backend: the timeout must be positive seconds");
-             const double ms = std::ceil(timeout_seconds * 1000.0);
-             const auto timeout = ms >= 1e15
-                                      ? std::chrono::milliseconds::max()
-                                      : std::chrono::milliseconds(static_cast<std::int64_t>(ms));
-             return c10::make_intrusive<ProcessGroupChorus>(store, rank, size, timeout);
+             return c10::make_intrusive<ProcessGroupChorus>(store, rank, size,
+                                                            timeout_of(timeout_seconds));
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>(),
            "Meets the other ranks through `store` (a c10d Store); timeout in seconds.")
+      .def(
+          "new_group",
+          [](ProcessGroupChorus& pg, const std::vector<int>& ranks, double timeout_seconds) {
+            return pg.new_group(ranks, timeout_of(timeout_seconds));
+          },
+          py::arg("ranks"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+          "The group of `ranks` (ranks of this group; this rank among them), derived from this "
+          "group's communicator without a store; timeout in seconds. A collective over `ranks` "
+          "only.")
       .def("abort", &ProcessGroupChorus::abort, py::arg("reason"),
            py::call_guard<py::gil_scoped_release>(),
            "Aborts the communicator: pending and later calls fail here, and the peers raise "

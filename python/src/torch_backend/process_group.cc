@@ -2,6 +2,7 @@
 // argument checks and chorus.torch.empty's windows.
 #include "torch_backend/process_group.h"
 
+#include "api/derive.h"
 #include "core/check.h"
 #include "torch_backend/start_up.h"
 
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 namespace py = pybind11;
 
@@ -22,6 +24,25 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     : ProcessGroup(rank, size), comm_(connect(store, rank, size, timeout)) {
   init();
   worker_ = std::thread([this] { run(); });
+}
+
+ProcessGroupChorus::ProcessGroupChorus(Communicator comm)
+    : ProcessGroup(comm.rank(), comm.size()), comm_(std::move(comm)) {
+  init();
+  worker_ = std::thread([this] { run(); });
+}
+
+c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::new_group(
+    const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
+  auto made = std::make_shared<std::optional<Communicator>>();
+  c10::intrusive_ptr<c10d::Work> work = enqueue(
+      c10d::OpType::UNKNOWN, "new_group", {}, false,
+      [made, ranks, timeout](Communicator& c, std::vector<chorus::Work>&) {
+        *made = chorus::detail::derive(c, ranks, timeout);
+      },
+      [] {});
+  work->wait(kNoTimeout);
+  return c10::make_intrusive<ProcessGroupChorus>(std::move(**made));
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {

@@ -50,6 +50,8 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   // call's deadline is `timeout`.
   ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      std::chrono::milliseconds timeout);
+  // A group over a communicator made already (new_group).
+  explicit ProcessGroupChorus(Communicator comm);
   // Ends the worker; calls still unfinished are aborted first (the peers
   // learn why).
   ~ProcessGroupChorus() override;
@@ -68,6 +70,15 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   // the tensor's storage. Calls whose tensors all lie in windows read the
   // peers' data in place. Blocks until every rank has made the window.
   at::Tensor empty(const std::vector<int64_t>& sizes, at::ScalarType type);
+
+  // The group of `ranks` (ranks of this group, in the order of their rank in
+  // the new one; this rank among them), derived from this group's
+  // communicator (src/api/derive.h): no store and no second rendezvous.
+  // Queued like every call; a collective over `ranks` only, as torch's
+  // new_group runs the backend's creator on the members only.
+  // `timeout` is the new group's deadline of every call.
+  c10::intrusive_ptr<ProcessGroupChorus> new_group(const std::vector<int>& ranks,
+                                                   std::chrono::milliseconds timeout);
 
   // One chorus collective each (collectives.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
