@@ -44,6 +44,12 @@ def test_ddp_matches_gloo(n):
     require_ok(launch(n, "torch_ddp.py"), n, "torch_ddp OK")
 
 
+def test_calls_gloo_serves():
+    """all_reduce_coalesced, all_gather_coalesced, monitored_barrier and a
+    sparse all_reduce, each against gloo's result."""
+    require_ok(launch(4, "torch_completeness.py"), 4, "torch_completeness OK")
+
+
 def test_new_group_derives_from_the_default_group():
     require_ok(launch(4, "torch_subgroups.py"), 4, "torch_subgroups OK")
 

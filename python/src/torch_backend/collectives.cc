@@ -3,6 +3,14 @@
 // thread, and the worker submits the collective's chorus::Call.
 #include "torch_backend/process_group.h"
 
+#include <chorus/error.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
 namespace chorus::torch_backend {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
@@ -26,6 +34,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   const std::string call = "all_reduce";
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].layout() == c10::kSparse)
+    return sparse_allreduce(tensors[0], opts);
   at::Tensor& t = single(tensors, call);
   const Elements e = elements(t, call, true);
   const ReduceOp op = chorus_op(opts.reduceOp, call);
@@ -38,6 +48,57 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
             c.submit(Call::allreduce(s.data(), s.data(), e.count, e.type, op, options)));
       },
       [s] { s.write_back(); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::sparse_allreduce(
+    at::Tensor& t, const c10d::AllreduceOptions& opts) {
+  const std::string call = "all_reduce";
+  if (opts.reduceOp != c10d::ReduceOp::SUM)
+    unsupported(call, "a sparse tensor is reduced with SUM only (as gloo does)");
+  if (t.device().type() != c10::kCPU) unsupported(call, "the tensor is not on the CPU");
+  const CallOptions options = call_options(opts.timeout);
+  const int n = size_;
+  return enqueue(
+      c10d::OpType::ALLREDUCE, call, {t}, false,
+      [=](Communicator& c, std::vector<chorus::Work>&) {
+        // Every rank's indices and values, padded to the largest count of
+        // non-zeros, gathered; the sum is the coalesced union, which every
+        // rank computes alike from the same bytes.
+        const at::Tensor input = t.coalesce();
+        const at::Tensor indices = input._indices().contiguous();
+        const at::Tensor values = input._values().contiguous();
+        const int64_t nnz = input._nnz();
+        std::vector<int64_t> counts(static_cast<size_t>(n));
+        c.allgather(&nnz, counts.data(), 1, DataType::int64, options);
+        const int64_t most = *std::max_element(counts.begin(), counts.end());
+        std::vector<int64_t> value_shape = values.sizes().vec();
+        value_shape[0] = most;
+        at::Tensor my_indices = at::zeros({indices.size(0), most}, indices.options());
+        at::Tensor my_values = at::zeros(value_shape, values.options());
+        my_indices.narrow(1, 0, nnz).copy_(indices);
+        my_values.narrow(0, 0, nnz).copy_(values);
+        my_indices = my_indices.contiguous();
+        at::Tensor all_indices = at::empty({n, indices.size(0), most}, indices.options());
+        std::vector<int64_t> all_shape{n};
+        all_shape.insert(all_shape.end(), value_shape.begin(), value_shape.end());
+        at::Tensor all_values = at::empty(all_shape, values.options());
+        c.allgather(my_indices.data_ptr(), all_indices.data_ptr(), my_indices.nbytes(),
+                    DataType::uint8, options);
+        c.allgather(my_values.data_ptr(), all_values.data_ptr(), my_values.nbytes(),
+                    DataType::uint8, options);
+        std::vector<at::Tensor> index_parts;
+        std::vector<at::Tensor> value_parts;
+        for (int r = 0; r < n; ++r) {
+          index_parts.push_back(all_indices[r].narrow(1, 0, counts[static_cast<size_t>(r)]));
+          value_parts.push_back(all_values[r].narrow(0, 0, counts[static_cast<size_t>(r)]));
+        }
+        const at::Tensor sum = at::sparse_coo_tensor(at::cat(index_parts, 1),
+                                                     at::cat(value_parts, 0), input.sizes(),
+                                                     input.options())
+                                   .coalesce();
+        t.copy_(sum);
+      },
+      [] {});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
@@ -110,6 +171,52 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
         for (size_t j = 0; j < list.size(); ++j)
           list[j].copy_(joined.narrow(0, static_cast<int64_t>(j) * in.numel(), in.numel())
                             .view(list[j].sizes()));
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const std::string call = "all_gather_coalesced";
+  if (outputs.size() != static_cast<size_t>(size_))
+    unsupported(call, "takes one list of output tensors per rank (" + std::to_string(size_) +
+                          "), got " + std::to_string(outputs.size()));
+  std::vector<Elements> counts;
+  std::vector<Staged> sources;
+  std::vector<at::Tensor> joined;
+  std::vector<at::Tensor> written;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& in = inputs[i];
+    check_tensor(in, call);
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      if (outputs[r].size() != inputs.size())
+        unsupported(call, "output list " + std::to_string(r) + " has " +
+                              std::to_string(outputs[r].size()) + " tensors, the inputs " +
+                              std::to_string(inputs.size()));
+      check_like(outputs[r][i], in, call,
+                 "output " + std::to_string(r) + "[" + std::to_string(i) + "]", in.numel());
+      written.push_back(outputs[r][i]);
+    }
+    counts.push_back(elements(in, call, false));
+    sources.push_back(stage(in, Use::read));
+    joined.push_back(at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options()));
+  }
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::ALLGATHER_COALESCED, call, written, false,
+      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+        for (size_t i = 0; i < sources.size(); ++i)
+          calls.push_back(c.submit(Call::allgather(sources[i].data(), joined[i].data_ptr(),
+                                                   counts[i].count, counts[i].type, options)));
+      },
+      [=] {
+        for (size_t i = 0; i < joined.size(); ++i) {
+          const int64_t numel = inputs[i].numel();
+          for (size_t r = 0; r < outputs.size(); ++r) {
+            at::Tensor out = outputs[r][i];
+            out.copy_(joined[i].narrow(0, static_cast<int64_t>(r) * numel, numel).view(out.sizes()));
+          }
+        }
       });
 }
 
@@ -225,6 +332,58 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
         calls.push_back(c.submit(Call::barrier(options)));
       },
       [] {});
+}
+
+void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  const std::string call = "monitored_barrier";
+  // Its messages carry a tag of their own, so that a user's message never
+  // meets them quietly.
+  constexpr int kTag = 0x7fff0001;
+  CallOptions options = call_options(opts.timeout);
+  options.tag = kTag;
+  const int n = size_;
+  const int me = rank_;
+  c10::intrusive_ptr<c10d::Work> work = enqueue(
+      c10d::OpType::BARRIER, call, {}, false,
+      [=](Communicator& c, std::vector<chorus::Work>&) {
+        if (me != 0) {
+          c.send(nullptr, 0, DataType::uint8, 0, options);
+          c.recv(nullptr, 0, DataType::uint8, 0, options);
+          return;
+        }
+        // Unset: torch's default group timeout (default_pg_timeout).
+        const auto timeout = opts.timeout.count() > 0
+                                 ? std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout)
+                                 : std::chrono::milliseconds(std::chrono::minutes(30));
+        std::vector<chorus::Work> reports;
+        for (int r = 1; r < n; ++r)
+          reports.push_back(c.recv_async(nullptr, 0, DataType::uint8, r, options));
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        std::vector<int> missing;
+        for (;;) {
+          missing.clear();
+          for (int r = 1; r < n; ++r)
+            if (!reports[static_cast<size_t>(r - 1)].done()) missing.push_back(r);
+          if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (!missing.empty()) {
+          std::string ranks;
+          const size_t named = wait_all_ranks ? missing.size() : 1;
+          for (size_t i = 0; i < named; ++i)
+            ranks += (i ? ", " : "") + std::to_string(missing[i]);
+          const std::string what = std::string(named > 1 ? "Ranks " : "Rank ") + ranks +
+                                   " failed to pass monitoredBarrier in " +
+                                   std::to_string(timeout.count()) + " ms";
+          // The peers that did report, and the late ones, raise too.
+          c.abort(what);
+          throw chorus::Error(chorus::ErrorCode::timeout, "chorus backend: " + call + ": " + what);
+        }
+        for (auto& report : reports) report.wait();
+        for (int r = 1; r < n; ++r) c.send(nullptr, 0, DataType::uint8, r, options);
+      },
+      [] {});
+  work->wait(kNoTimeout);
 }
 
 }  // namespace chorus::torch_backend

@@ -85,6 +85,10 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
+  // A sparse COO tensor (all_reduce's SUM, as gloo does): the ranks' indices
+  // and values gathered, the sum their coalesced union, copied into `t`.
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor& t,
+                                                  const c10d::AllreduceOptions& opts);
   // One AllReduce per tensor, all in one call (one Work).
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
@@ -93,6 +97,11 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
+  // One AllGather per input tensor, all in one call (one Work):
+  // outputs[r][i] receives rank r's inputs[i].
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -106,6 +115,12 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
                                                std::vector<int64_t>& input_splits,
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // gloo's monitored barrier: every rank reports to rank 0 and waits for its
+  // answer; rank 0 waits opts.timeout (the group's when 0) for the reports,
+  // and raises naming the rank that did not report (the first, or with
+  // `wait_all_ranks` all of them), after aborting the group so that the
+  // others raise too instead of waiting for their timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
   // Made of point-to-point messages (point_to_point.cc).
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
