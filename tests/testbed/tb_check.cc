@@ -30,11 +30,14 @@
 // once its communicator is gone. It prints "<MODE> OK rank R ..." when its
 // check holds; exit status 0 then, 1 otherwise.
 #include "algorithms/algorithm.h"
+#include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "support/grid.h"
+#include "support/split_check.h"
 
 #include <chorus/chorus.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -228,9 +231,37 @@ int run_partition(const fs::path& dir, int cut_rank) {
   return sum_ok ? 0 : 1;
 }
 
+// split_by_host across testbed hosts: each rank's group is exactly the ranks
+// with its host identity, over shared memory; then every split check
+// (support/split_check.h) over the job's shm+tcp communicator.
+int run_split() {
+  Communicator comm = init_from_env();
+  Communicator local = comm.split_by_host();
+  const std::string me = host_identity();
+  std::array<char, 256> mine{};
+  std::snprintf(mine.data(), mine.size(), "%s", me.c_str());
+  std::vector<char> all(mine.size() * static_cast<size_t>(comm.size()));
+  comm.allgather(mine.data(), all.data(), mine.size(), DataType::uint8);
+  int same_host = 0;
+  for (int r = 0; r < comm.size(); ++r)
+    same_host += std::string(all.data() + static_cast<size_t>(r) * mine.size()) == me;
+  std::vector<char> local_all(mine.size() * static_cast<size_t>(local.size()));
+  local.allgather(mine.data(), local_all.data(), mine.size(), DataType::uint8);
+  bool good = local.size() == same_host && local.transport() == "shm";
+  for (int r = 0; r < local.size(); ++r)
+    good = good && std::string(local_all.data() + static_cast<size_t>(r) * mine.size()) == me;
+  const std::vector<std::string> problems = test::check_splits(comm);
+  for (const std::string& p : problems) std::printf("rank %d: split: %s\n", comm.rank(), p.c_str());
+  good = good && problems.empty();
+  std::printf("%s rank %d: split_by_host gave %d of %d ranks (%d on this host) over %s\n",
+              good ? "SPLIT OK" : "SPLIT BAD", comm.rank(), local.size(), comm.size(), same_host,
+              local.transport().c_str());
+  return good ? 0 : 1;
+}
+
 int usage() {
   std::fprintf(stderr,
-               "usage: tb_check grid | allreduce BYTES | host-death DIR VICTIM | partition DIR "
+               "usage: tb_check grid | split | allreduce BYTES | host-death DIR VICTIM | partition DIR "
                "CUT\n");
   return 2;
 }
@@ -243,6 +274,7 @@ int main(int argc, char** argv) {
   if (args.empty()) return chorus::usage();
   try {
     if (args[0] == "grid" && args.size() == 1) return chorus::run_grid();
+    if (args[0] == "split" && args.size() == 1) return chorus::run_split();
     if (args[0] == "allreduce" && args.size() == 2)
       return chorus::run_allreduce(std::stoull(args[1]));
     if (args[0] == "host-death" && args.size() == 3)

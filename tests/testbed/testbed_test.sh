@@ -15,6 +15,9 @@
 #                    switch, 1gbit: every rank picks tcp
 #   grid_switch_2x2  the same on 2 hosts x 2 ranks: shm within a host, tcp
 #                    across (the composite transport)
+#   split_2x2        2 hosts x 2 ranks: split_by_host gives each rank the two
+#                    ranks of its host, over shm, and every split check
+#                    (tb_check split) passes over the composite transport
 #   grid_ring_4x1    the same on a 4-host ring, 1gbit; the hosts in the
 #                    middle of two-hop routes forward datagrams, the others
 #                    none
@@ -328,8 +331,20 @@ case_partition() {
   expect_count "PARTITION OK rank" 4 "$log"
 }
 
+case_split_2x2() {
+  local log=$work/split.log
+  job_log=$log
+  "$testbed" up --name "$name" --hosts 2 --rate 1gbit --topology switch || die "testbed up failed"
+  "$testbed" run --name "$name" --ranks-per-host 2 --timeout 600 -- "$tb_check" split >"$log" 2>&1
+  local status=$?
+  grep -E "SPLIT|split:|testbed:|tb_check" "$log"
+  [ $status -eq 0 ] || die "the job exited with status $status"
+  expect_count "SPLIT OK rank [0-9]: split_by_host gave 2 of 4 ranks \(2 on this host\) over shm" 4 "$log"
+}
+
 case "$case_name" in
   lifecycle) case_lifecycle ;;
+  split_2x2) case_split_2x2 ;;
   grid_switch_4x1) run_grid 4 1 switch "tcp \(1 of 4 ranks on this host\)" ;;
   grid_switch_2x2) run_grid 2 2 switch "shm\+tcp \(2 of 4 ranks on this host\)" ;;
   grid_ring_4x1)

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Communicator.split against a fresh chorus.init() of the same group.
+
+Each job of --ranks ranks (chorus-run) makes its communicator, then times,
+on every rank, from a barrier to its end: a second chorus.init() (a fresh
+rendezvous through the job's store), comm.split(0) (the whole group again)
+and comm.split(rank % 2) (two halves); each figure is the slowest rank's.
+With --cache warm (the default) the calibration cache is warmed by a first
+job and kept, so that every communicator's tuner model comes from it (on a
+busy host a model is stored as provisional and measured again); with
+--cache off (CHORUS_TUNING_CACHE=off) no communicator calibrates, which
+times the set-up alone. Medians of --reps jobs.
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/split_time.py --ranks 8 --transport shm
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+RANK = r"""
+import time
+import numpy as np
+import chorus
+
+def timed(comm, make):
+    comm.barrier()
+    t = time.perf_counter()
+    made = make()
+    dt = np.array([time.perf_counter() - t])
+    return made, comm.allreduce(dt, "max")[0]
+
+comm = chorus.init()
+fresh, t_init = timed(comm, chorus.init)
+whole, t_whole = timed(comm, lambda: comm.split(0, key=comm.rank))
+halves, t_halves = timed(comm, lambda: comm.split(comm.rank % 2, key=comm.rank))
+assert whole.size == comm.size and halves.size in (comm.size // 2, comm.size - comm.size // 2)
+if comm.rank == 0:
+    print(f"TIMES {t_init * 1e3:.3f} {t_whole * 1e3:.3f} {t_halves * 1e3:.3f}")
+"""
+
+
+def job(run, ranks, env):
+    out = subprocess.run([run, "-n", str(ranks), sys.executable, "-c", RANK], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if "TIMES" in line:
+            return [float(v) for v in line.split("TIMES")[1].split()]
+    raise RuntimeError("no TIMES line in: " + out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", default="build/tools/chorus-run")
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--transport", default="shm")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--cache", choices=["warm", "off"], default="warm")
+    o = p.parse_args()
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, CHORUS_TRANSPORT=o.transport, XDG_CACHE_HOME=cache)
+        env.pop("CHORUS_TUNING_FILE", None)
+        if o.cache == "off":
+            env["CHORUS_TUNING_CACHE"] = "off"
+        job(o.run, o.ranks, env)  # warms the cache for every shape
+        rows = [job(o.run, o.ranks, env) for _ in range(o.reps)]
+    names = ["fresh chorus.init()", "split(0): the whole group", "split(rank % 2): halves"]
+    print(f"# N={o.ranks}, {o.transport}, cache {o.cache}: median (min-max) of {o.reps} jobs, slowest rank, ms")
+    for i, name in enumerate(names):
+        v = [r[i] for r in rows]
+        print(f"{name:>28} {statistics.median(v):8.1f}  ({min(v):.1f}-{max(v):.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
