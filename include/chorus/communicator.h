@@ -217,6 +217,14 @@ class Communicator {
   void send(const void* buf, size_t count, DataType type, int peer,
             const CallOptions& options = {});
   void recv(void* buf, size_t count, DataType type, int peer, const CallOptions& options = {});
+  // A receive from any other rank (MPI_ANY_SOURCE): the next message that
+  // arrives from a rank, with this tag, that no earlier call of this rank
+  // receives (that rank's next message to this one, as recv() from it would
+  // meet), received into buf; returns the sender. Blocking. A deadline that
+  // passes before any message arrives raises Error(timeout) and leaves the
+  // communicator usable: nothing was received.
+  //   int from = comm.recv_any(v.data(), v.size(), DataType::float32);
+  int recv_any(void* buf, size_t count, DataType type, const CallOptions& options = {});
 
   // Asynchronous forms of every call: each submits the same Call as its
   // blocking form and returns its Work at once; the buffers stay untouched by

@@ -213,6 +213,11 @@ void Communicator::recv(void* buf, size_t count, DataType type, int peer,
   recv_async(buf, count, type, peer, options).wait();
 }
 
+int Communicator::recv_any(void* buf, size_t count, DataType type, const CallOptions& options) {
+  return guarded("recv_any",
+                 [&] { return detail::impl_of(*this).recv_any(buf, count, type, options); });
+}
+
 Work Communicator::allreduce_async(const void* send, void* recv, size_t count, DataType type,
                                    ReduceOp op, const CallOptions& options) {
   return submit(Call::allreduce(send, recv, count, type, op, options));

@@ -507,5 +507,54 @@ bool CommunicatorImpl::test(WorkState& w) {
   return w.finished;
 }
 
+int CommunicatorImpl::recv_any(void* buf, size_t count, DataType type, const CallOptions& options) {
+  const CallSite where{rank(), "recv from any peer"};
+  if (!is_valid(type))
+    fail(ErrorCode::invalid_argument, where, "invalid DataType value ", static_cast<int>(type));
+  if (size_ < 2) fail(ErrorCode::invalid_argument, where, "no other rank in this communicator");
+  if (options.timeout.count() < 0)
+    fail(ErrorCode::invalid_argument, where, "negative timeout ", options.timeout.count(), " ms");
+  if (options.tag < 0) fail(ErrorCode::invalid_argument, where, "negative tag ", options.tag);
+  checked_mul(count, dtype_size(type), "message size");
+  if (count > 0 && buf == nullptr)
+    fail(ErrorCode::invalid_argument, where, "buffer is null with count ", count);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  const Deadline deadline = deadline_after(timeout);
+  int source = -1;
+  {
+    CallGuard guard(call_state_);
+    enter_call();
+    // Spins a little, then naps: a message may take a while.
+    for (int round = 0; source < 0; ++round) {
+      try {
+        check_abort();
+        engine_.poll();
+      } catch (...) {
+        fail_all(std::current_exception());
+        std::rethrow_exception(broken_);
+      }
+      retire_done();
+      // The ranks after this one first, so that no rank is always looked at last.
+      for (int i = 1; i < size_ && source < 0; ++i) {
+        const int peer = (rank_ + i) % size_;
+        const std::optional<CallStamp> next = transport_->waiting_message(peer);
+        if (next && next->point_to_point() && next->root == options.tag &&
+            next->seq == received_from_[static_cast<size_t>(peer)] + 1)
+          source = peer;
+      }
+      if (source >= 0) break;
+      if (Clock::now() >= deadline)
+        fail(ErrorCode::timeout, where, "no message with tag ", options.tag, " arrived within ",
+             timeout.count(), " ms");
+      if (round < 200)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  wait(*submit_point_to_point(OpKind::recv, nullptr, buf, count, type, source, options));
+  return source;
+}
+
 }  // namespace detail
 }  // namespace chorus

@@ -93,6 +93,10 @@ class CommunicatorImpl {
   std::shared_ptr<WorkState> submit_point_to_point(OpKind kind, const void* send, void* recv,
                                                    size_t count, DataType type, int peer,
                                                    const CallOptions& options);
+  // Communicator::recv_any: finds the first rank whose next message to this
+  // one has arrived (Transport::waiting_message), then receives it as
+  // recv() from that rank; returns the rank.
+  int recv_any(void* buf, size_t count, DataType type, const CallOptions& options);
   void wait(WorkState& work);
   bool test(WorkState& work);
 

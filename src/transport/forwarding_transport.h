@@ -40,6 +40,9 @@ class ForwardingTransport : public Transport {
                   const CallStamp& stamp) override {
     return inner_->irecv(peer, dst, bytes, reducer, stamp);
   }
+  std::optional<CallStamp> waiting_message(int peer) override {
+    return inner_->waiting_message(peer);
+  }
   void begin_call(const CallStamp& stamp) override { inner_->begin_call(stamp); }
   std::vector<PeerProgress> peer_progress(Deadline deadline) override {
     return inner_->peer_progress(deadline);

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -128,6 +129,13 @@ class Transport {
   // must carry `stamp`.
   virtual RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
                           const CallStamp& stamp = {}) = 0;
+
+  // The stamp of the next message from `peer` when it has arrived and no
+  // receive from `peer` is posted (the message the next receive from `peer`
+  // meets); nullopt otherwise. Makes no progress itself: a message shows
+  // once poll() or wait_some() has seen it arrive. What a receive from any
+  // rank (Communicator::recv_any) looks at.
+  virtual std::optional<CallStamp> waiting_message(int peer) = 0;
 
   // This rank enters the call `stamp`. Throws the failure of a peer that
   // aborted. Cheap: no system call on shm.

@@ -1,11 +1,15 @@
 // Send/Recv and AllToAll through the public API on in-process ranks: FIFO
 // matching per ordered pair, asynchronous forms, interleaving with
 // collectives, and the argument errors (raised before any byte moves).
+#include "support/recv_any_check.h"
+
 #include <chorus/chorus.h>
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace chorus {
@@ -127,6 +131,45 @@ TEST(PointToPoint, MismatchedSizesFailInsteadOfCorrupting) {
                                       comm.recv(v.data(), 4, DataType::float32, 0, o);
                                   }),
                Error);
+}
+
+// recv_any (support/recv_any_check.h); mp_check recv-any runs the same over
+// shm and tcp.
+TEST(PointToPoint, ReceiveFromAnyRank) {
+  for (int n : {3, 4}) {
+    std::mutex mu;
+    std::vector<std::string> problems;
+    testing::run_ranks(n, [&](Communicator& comm) {
+      for (const std::string& p : test::check_recv_any(comm)) {
+        std::lock_guard lock(mu);
+        problems.push_back("N=" + std::to_string(n) + " rank " + std::to_string(comm.rank()) +
+                           ": " + p);
+      }
+    });
+    EXPECT_TRUE(problems.empty()) << problems.front();
+  }
+}
+
+TEST(PointToPoint, ReceiveFromAnyRankChecksItsArguments) {
+  testing::run_ranks(1, [](Communicator& comm) {
+    int32_t v = 0;
+    try {
+      comm.recv_any(&v, 1, DataType::int32);
+      ADD_FAILURE() << "recv_any on one rank returned";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("no other rank"), std::string::npos) << e.what();
+    }
+  });
+  testing::run_ranks(2, [](Communicator& comm) {
+    try {
+      comm.recv_any(nullptr, 4, DataType::int32);
+      ADD_FAILURE() << "a null buffer was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("buffer is null"), std::string::npos) << e.what();
+    }
+  });
 }
 
 TEST(AllToAll, BothAlgorithmsAgreeWithTheDefinition) {

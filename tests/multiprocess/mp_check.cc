@@ -24,6 +24,8 @@
 //                            each child's collectives checked exactly); rank 0
 //                            prints "SPLIT OK N ranks" when no rank saw a
 //                            problem
+//   mp_check recv-any        the checks of tests/support/recv_any_check.h;
+//                            rank 0 prints "RECV ANY OK N ranks"
 //   mp_check mismatch        every scenario of tests/support/mismatch.h, each
 //                            on a new communicator; rank 0 prints
 //                            "MISMATCH OK" when it saw no problem (each rank
@@ -46,6 +48,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "support/grid.h"
+#include "support/recv_any_check.h"
 #include "support/split_check.h"
 #include "support/mismatch.h"
 
@@ -438,6 +441,18 @@ int run_split_mode() {
   return bad == 0 ? 0 : 1;
 }
 
+// Communicator::recv_any (support/recv_any_check.h).
+int run_recv_any_mode() {
+  Communicator comm = init_from_env();
+  const std::vector<std::string> problems = test::check_recv_any(comm);
+  for (const std::string& p : problems)
+    std::printf("rank %d: recv_any: %s\n", comm.rank(), p.c_str());
+  int64_t bad = static_cast<int64_t>(problems.size());
+  comm.allreduce(&bad, &bad, 1, DataType::int64, ReduceOp::sum);
+  if (comm.rank() == 0 && bad == 0) std::printf("RECV ANY OK %d ranks\n", comm.size());
+  return bad == 0 ? 0 : 1;
+}
+
 int run_init_mode() {
   if (auto kv = env_var("MP_CHECK_SET")) {
     const size_t eq = kv->find('=');
@@ -466,12 +481,13 @@ int main(int argc, char** argv) {
     if (mode == "abort") return chorus::run_abort_mode();
     if (mode == "init") return chorus::run_init_mode();
     if (mode == "split") return chorus::run_split_mode();
+    if (mode == "recv-any") return chorus::run_recv_any_mode();
     if (mode == "mismatch") return chorus::run_mismatch_mode();
     if (mode == "stop") return chorus::run_stop_mode();
     if (mode == "window-kill" && argc > 2) return chorus::run_window_kill_mode(std::atoi(argv[2]));
     std::fprintf(stderr,
                  "usage: mp_check grid [--small] | allreduce | kill | window-kill RANK | timeout | "
-                 "abort | init | split | mismatch | stop\n");
+                 "abort | init | split | recv-any | mismatch | stop\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());

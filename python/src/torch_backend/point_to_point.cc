@@ -182,10 +182,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
       [s] { s.write_back(); });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>&, int) {
-  unsupported("recv",
-              "a receive from any source is not supported (chorus matches the k-th "
-              "send from a to b with the k-th recv at b from a): name the source rank");
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                 int tag) {
+  const std::string call = "recv";
+  at::Tensor& t = single(tensors, call);
+  const CallOptions options = tagged(tag, call);
+  if (size_ < 2) unsupported(call, "a receive from any rank needs another rank in the group");
+  const Elements e = elements(t, call, false);
+  const Staged s = stage(t, Use::write);
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  // The worker waits in Communicator::recv_any until a message arrives (the
+  // group's other calls queue behind it).
+  c10::intrusive_ptr<c10d::Work> work = enqueue(
+      c10d::OpType::RECVANYSOURCE, call, {t}, true,
+      [=](Communicator& c, std::vector<chorus::Work>&) {
+        source->store(c.recv_any(s.data(), e.count, e.type, options));
+      },
+      [s] { s.write_back(); });
+  static_cast<ChorusWork&>(*work).set_source(source);
+  return work;
 }
 
 std::vector<ProcessGroupChorus::Block> ProcessGroupChorus::split_rows(

@@ -6,7 +6,9 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <exception>
 #include <string>
 #include <vector>
@@ -29,6 +31,12 @@ class ChorusWork final : public c10d::Work {
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
+  // A receive from any rank (recvAnysource): the sender, once the call has
+  // ended (torch's dist.recv returns it); -1 before, and for other calls.
+  int sourceRank() const override { return source_ ? source_->load() : -1; }
+  // Where the worker writes the sender; set before the Work is handed out.
+  void set_source(std::shared_ptr<std::atomic<int>> source) { source_ = std::move(source); }
+
   // The worker's: the future first, so that a wait() that returns finds it
   // completed too. `error` null: the call succeeded.
   void complete(std::exception_ptr error);
@@ -37,6 +45,7 @@ class ChorusWork final : public c10d::Work {
   std::string what_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<std::atomic<int>> source_;
 };
 
 }  // namespace chorus::torch_backend

@@ -40,6 +40,11 @@ class CompositeTransport final : public Transport {
     take(*shm_, 0, done, nullptr);
     take(*tcp_, 1, done, nullptr);
   }
+  std::optional<CallStamp> waiting_message(int peer) override {
+    const int local = local_[static_cast<size_t>(peer)];
+    if (local >= 0) return shm_->waiting_message(local);
+    return tcp_->waiting_message(peer);
+  }
   void begin_call(const CallStamp& stamp) override {
     shm_call([&] {
       shm_->begin_call(stamp);

@@ -204,6 +204,12 @@ class InprocTransport final : public Transport {
            " has returned while this rank waits for its signal");
   }
 
+  std::optional<CallStamp> waiting_message(int peer) override {
+    Channel& ch = world_->channel(peer, rank_);
+    std::lock_guard lock(ch.mu);
+    if (!ch.recvs.empty() || ch.sends.empty()) return std::nullopt;
+    return ch.sends.front().stamp;
+  }
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     check_rank(peer);
     check_peer(peer);  // a failed peer, or one that has returned, fails the post

@@ -166,6 +166,14 @@ void ShmTransport::receive_from(Peer& p, std::vector<RequestId>& done) {
   }
 }
 
+std::optional<CallStamp> ShmTransport::waiting_message(int peer) {
+  const Peer& p = peer_at(peer, "waiting_message");
+  if (!p.recvs.empty() || p.in_slots == nullptr) return std::nullopt;
+  const auto& h = *reinterpret_cast<const SlotHeader*>(slot(p.in_slots, p.in_tail));
+  if (h.seq.load(std::memory_order_acquire) != p.in_tail + 1) return std::nullopt;
+  return h.stamp;
+}
+
 void ShmTransport::check_unread_message(const Peer& p) const {
   if (!p.recvs.empty() || p.in_slots == nullptr) return;
   const auto& h = *reinterpret_cast<const SlotHeader*>(slot(p.in_slots, p.in_tail));

@@ -153,6 +153,7 @@ class ShmTransport final : public Transport {
   TransportKind kind() const override { return TransportKind::shm; }
   bool shares_memory() const override { return true; }
   void check_peer(int peer) override;
+  std::optional<CallStamp> waiting_message(int peer) override;
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override;
   RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,

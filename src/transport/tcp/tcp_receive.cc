@@ -192,6 +192,17 @@ void TcpTransport::finish_chunk(Stream& s) {
   }
 }
 
+std::optional<CallStamp> TcpTransport::waiting_message(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return std::nullopt;
+  const Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.recvs.empty()) return std::nullopt;
+  // A chunk of the next message, parked: its first chunk carries the stamp
+  // as every chunk does.
+  for (const Stream* s : p.streams)
+    if (s->parked && !s->closed && s->frame.seq == p.recv_base) return s->frame.stamp;
+  return std::nullopt;
+}
+
 void TcpTransport::check_parked(const Stream& s) {
   if (!s.parked || s.closed || s.frame.offset != 0 || !calls_disagree(current_, s.frame.stamp))
     return;

@@ -128,6 +128,7 @@ class TcpTransport final : public Transport {
                   const CallStamp& stamp) override;
   void poll(std::vector<RequestId>& done) override;
   void begin_call(const CallStamp& stamp) override;
+  std::optional<CallStamp> waiting_message(int peer) override;
   // Asks every connected peer where it is; a peer answers from its own
   // progress loop, that is, while it is inside a call.
   std::vector<PeerProgress> peer_progress(Deadline deadline) override;

@@ -9,6 +9,8 @@ same ranks are made with new_group(backend="gloo").
                           calls it; rank 0 names the rank that did not come
                           (every missing rank with wait_all_ranks=True)
     all_reduce (sparse)   sparse COO tensors with different non-zeros per rank
+    recv without src      rank 0 receives from whichever rank sends first and
+                          learns the sender (recvAnysource)
 
 Prints "torch_completeness OK" at the end.
 """
@@ -98,6 +100,21 @@ def sparse(rank, chorus_group, gloo_group):
     assert results[0].is_sparse
 
 
+def recv_any_source(rank, n, chorus_group, gloo_group):
+    for group in (chorus_group, gloo_group):
+        if rank == 0:
+            senders = []
+            for _ in range(n - 1):
+                t = torch.zeros(5, dtype=torch.int64)
+                sender = dist.recv(t, group=group)
+                assert torch.equal(t, torch.full((5,), 10 * sender)), (sender, t)
+                senders.append(sender)
+            assert sorted(senders) == list(range(1, n)), senders
+        else:
+            dist.send(torch.full((5,), 10 * rank, dtype=torch.int64), 0, group=group)
+        dist.barrier(group=gloo_group)
+
+
 def main():
     dist.init_process_group("chorus")
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -110,6 +127,7 @@ def main():
         coalesced(rank, pair, pair_gloo, "on the sub-group [0, 2]")
     gather_coalesced(rank, n, None, gloo_all)
     sparse(rank, None, gloo_all)
+    recv_any_source(rank, n, None, gloo_all)
     monitored(rank, n)
     dist.barrier(group=gloo_all)
     print("torch_completeness OK", flush=True)
