@@ -118,8 +118,8 @@ class CommunicatorImpl {
   // communicator in the order of its other calls: an allgather of `bytes`
   // per rank (`all` receives size() * bytes, rank r's at r * bytes) ...
   void setup_allgather(const void* mine, void* all, size_t bytes);
-  // ... and one message to or from `peer`, blocking: kind is OpKind::send or OpKind::recv. It carries kSetupTag,
-  // which no user call can, so that a user's message never meets it quietly.
+  // ... and one message to or from `peer`, blocking: kind is OpKind::send or OpKind::recv. It
+  // carries kSetupTag, which no user call can, so that a user's message never meets it quietly.
   void setup_message(OpKind kind, void* buf, size_t bytes, int peer);
   static constexpr int kSetupTag = -1;
 

@@ -31,7 +31,7 @@ struct SplitEntry {
 // hands every member.
 struct Outcome {
   int32_t ok = 1;
-  int32_t code = 0;   // ErrorCode of the failure
+  int32_t code = 0;  // ErrorCode of the failure
   char message[504] = {};
 };
 
@@ -247,8 +247,8 @@ std::optional<Communicator> split(Communicator& parent_comm, int color, int key,
   SplitEntry mine;
   mine.color = color;
   mine.key = key;
-  const std::string host = parent.config().host_id.empty() ? host_identity()
-                                                           : parent.config().host_id;
+  const std::string host =
+      parent.config().host_id.empty() ? host_identity() : parent.config().host_id;
   put(mine.host, host, "host identity");
   std::vector<SplitEntry> all(static_cast<size_t>(parent.size()));
   parent.setup_allgather(&mine, all.data(), sizeof mine);

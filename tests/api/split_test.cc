@@ -114,6 +114,27 @@ TEST(Split, ChildCallsHonourTheirTimeout) {
   });
 }
 
+TEST(Split, ARankThatDiesFailsTheSplitOnTheOthers) {
+  std::atomic<int> failed{0};
+  try {
+    run_ranks(3, [&](Communicator& comm) {
+      if (comm.rank() == 2) throw Error(ErrorCode::internal, "rank 2 gives up");
+      try {
+        comm.split(0, comm.rank());
+        ADD_FAILURE() << "split succeeded without rank 2 on rank " << comm.rank();
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::peer_failure) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 2 gives up"), std::string::npos) << e.what();
+        ++failed;
+      }
+    });
+    ADD_FAILURE() << "run_ranks did not rethrow rank 2's error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2 gives up"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(failed.load(), 2);
+}
+
 TEST(Split, ArgumentsAreChecked) {
   run_ranks(2, [](Communicator& comm) {
     try {

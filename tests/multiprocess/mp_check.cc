@@ -48,9 +48,9 @@
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "support/grid.h"
+#include "support/mismatch.h"
 #include "support/recv_any_check.h"
 #include "support/split_check.h"
-#include "support/mismatch.h"
 
 #include <chorus/chorus.h>
 

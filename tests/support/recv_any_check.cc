@@ -47,7 +47,8 @@ std::vector<std::string> check_recv_any(Communicator& comm) {
     claimed.wait();
     if (from != 1 || first != 100 || second != 101)
       problems.push_back(str_cat("after an irecv: got ", first, " by irecv and ", second,
-                                 " from rank ", from, " by recv_any; 100, then 101 from rank 1 "
+                                 " from rank ", from,
+                                 " by recv_any; 100, then 101 from rank 1 "
                                  "were due"));
   } else if (r == 1) {
     const int32_t a = 100;

@@ -87,19 +87,24 @@ std::vector<std::string> check_splits(Communicator& comm) {
     std::optional<Communicator> child = comm.split(color(r), key(r));
     check_child(name, child, r, expected_group(n, r, color, key), problems);
   };
-  run("parity", [](int x) { return x % 2; }, [](int x) { return x; });
-  run("blocks of 3", [](int x) { return x / 3; }, [](int x) { return x; });
-  run("key reversal", [](int) { return 7; }, [](int x) { return -x; });
-  run("equal keys", [](int x) { return x % 2; }, [](int) { return 5; });
-  run("negative colors", [](int x) { return x == 0 || x == 3 ? -1 : 1; },
-      [](int x) { return x; });
-  run("own groups", [](int x) { return x; }, [](int) { return 0; });
+  run(
+      "parity", [](int x) { return x % 2; }, [](int x) { return x; });
+  run(
+      "blocks of 3", [](int x) { return x / 3; }, [](int x) { return x; });
+  run(
+      "key reversal", [](int) { return 7; }, [](int x) { return -x; });
+  run(
+      "equal keys", [](int x) { return x % 2; }, [](int) { return 5; });
+  run(
+      "negative colors", [](int x) { return x == 0 || x == 3 ? -1 : 1; }, [](int x) { return x; });
+  run(
+      "own groups", [](int x) { return x; }, [](int) { return 0; });
 
   // A child of a child: parity, then halves of each parity class.
   {
     std::optional<Communicator> parity = comm.split(r % 2, r);
-    std::optional<Communicator> half = parity->split(parity->rank() < parity->size() / 2 ? 0 : 1,
-                                                     parity->rank());
+    std::optional<Communicator> half =
+        parity->split(parity->rank() < parity->size() / 2 ? 0 : 1, parity->rank());
     std::vector<int> same;  // the parent ranks of r's parity, in order
     for (int x = r % 2; x < n; x += 2) same.push_back(x);
     const int split_at = static_cast<int>(same.size()) / 2;

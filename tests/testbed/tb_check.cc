@@ -260,9 +260,10 @@ int run_split() {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: tb_check grid | split | allreduce BYTES | host-death DIR VICTIM | partition DIR "
-               "CUT\n");
+  std::fprintf(
+      stderr,
+      "usage: tb_check grid | split | allreduce BYTES | host-death DIR VICTIM | partition DIR "
+      "CUT\n");
   return 2;
 }
 

@@ -92,10 +92,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::sparse_allreduce(
           index_parts.push_back(all_indices[r].narrow(1, 0, counts[static_cast<size_t>(r)]));
           value_parts.push_back(all_values[r].narrow(0, 0, counts[static_cast<size_t>(r)]));
         }
-        const at::Tensor sum = at::sparse_coo_tensor(at::cat(index_parts, 1),
-                                                     at::cat(value_parts, 0), input.sizes(),
-                                                     input.options())
-                                   .coalesce();
+        const at::Tensor sum =
+            at::sparse_coo_tensor(at::cat(index_parts, 1), at::cat(value_parts, 0), input.sizes(),
+                                  input.options())
+                .coalesce();
         t.copy_(sum);
       },
       [] {});
@@ -214,7 +214,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
           const int64_t numel = inputs[i].numel();
           for (size_t r = 0; r < outputs.size(); ++r) {
             at::Tensor out = outputs[r][i];
-            out.copy_(joined[i].narrow(0, static_cast<int64_t>(r) * numel, numel).view(out.sizes()));
+            out.copy_(
+                joined[i].narrow(0, static_cast<int64_t>(r) * numel, numel).view(out.sizes()));
           }
         }
       });
@@ -352,9 +353,10 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
           return;
         }
         // Unset: torch's default group timeout (default_pg_timeout).
-        const auto timeout = opts.timeout.count() > 0
-                                 ? std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout)
-                                 : std::chrono::milliseconds(std::chrono::minutes(30));
+        const auto timeout =
+            opts.timeout.count() > 0
+                ? std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout)
+                : std::chrono::milliseconds(std::chrono::minutes(30));
         std::vector<chorus::Work> reports;
         for (int r = 1; r < n; ++r)
           reports.push_back(c.recv_async(nullptr, 0, DataType::uint8, r, options));
@@ -370,8 +372,7 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
         if (!missing.empty()) {
           std::string ranks;
           const size_t named = wait_all_ranks ? missing.size() : 1;
-          for (size_t i = 0; i < named; ++i)
-            ranks += (i ? ", " : "") + std::to_string(missing[i]);
+          for (size_t i = 0; i < named; ++i) ranks += (i ? ", " : "") + std::to_string(missing[i]);
           const std::string what = std::string(named > 1 ? "Ranks " : "Rank ") + ranks +
                                    " failed to pass monitoredBarrier in " +
                                    std::to_string(timeout.count()) + " ms";

@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
