@@ -12,6 +12,14 @@ busy host a model is stored as provisional and measured again); with
 times the set-up alone. Medians of --reps jobs.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/split_time.py --ranks 8 --transport shm
+
+On a testbed made with scripts/testbed up (hosts x --ranks-per-host ranks,
+shm inside a host, tcp across), --testbed NAME runs each job through
+`scripts/testbed run` instead of chorus-run (--transport is then left to
+the job):
+
+  scripts/testbed up --name sp --hosts 4 --rate 500mbit
+  PYTHONPATH=build/python /usr/bin/python3 bench/split_time.py --testbed sp --ranks-per-host 2
 """
 import argparse
 import os
@@ -38,12 +46,12 @@ whole, t_whole = timed(comm, lambda: comm.split(0, key=comm.rank))
 halves, t_halves = timed(comm, lambda: comm.split(comm.rank % 2, key=comm.rank))
 assert whole.size == comm.size and halves.size in (comm.size // 2, comm.size - comm.size // 2)
 if comm.rank == 0:
-    print(f"TIMES {t_init * 1e3:.3f} {t_whole * 1e3:.3f} {t_halves * 1e3:.3f}")
+    print(f"SIZE {comm.size} TIMES {t_init * 1e3:.3f} {t_whole * 1e3:.3f} {t_halves * 1e3:.3f}")
 """
 
 
-def job(run, ranks, env):
-    out = subprocess.run([run, "-n", str(ranks), sys.executable, "-c", RANK], env=env,
+def job(launch, env):
+    out = subprocess.run(launch + [sys.executable, "-c", RANK], env=env,
                          check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         if "TIMES" in line:
@@ -58,16 +66,28 @@ def main():
     p.add_argument("--transport", default="shm")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--cache", choices=["warm", "off"], default="warm")
+    p.add_argument("--testbed", help="run on this testbed (scripts/testbed) instead")
+    p.add_argument("--ranks-per-host", type=int, default=2)
     o = p.parse_args()
+    if o.testbed:
+        testbed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "testbed")
+        launch = [testbed, "run", "--name", o.testbed, "--ranks-per-host", str(o.ranks_per_host),
+                  "--"]
+        where = f"testbed {o.testbed}, {o.ranks_per_host} ranks per host"
+    else:
+        launch = [o.run, "-n", str(o.ranks)]
+        where = f"N={o.ranks}, {o.transport}"
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, CHORUS_TRANSPORT=o.transport, XDG_CACHE_HOME=cache)
+        env = dict(os.environ, XDG_CACHE_HOME=cache)
+        if not o.testbed:
+            env["CHORUS_TRANSPORT"] = o.transport
         env.pop("CHORUS_TUNING_FILE", None)
         if o.cache == "off":
             env["CHORUS_TUNING_CACHE"] = "off"
-        job(o.run, o.ranks, env)  # warms the cache for every shape
-        rows = [job(o.run, o.ranks, env) for _ in range(o.reps)]
+        job(launch, env)  # warms the cache for every shape
+        rows = [job(launch, env) for _ in range(o.reps)]
     names = ["fresh chorus.init()", "split(0): the whole group", "split(rank % 2): halves"]
-    print(f"# N={o.ranks}, {o.transport}, cache {o.cache}: median (min-max) of {o.reps} jobs, slowest rank, ms")
+    print(f"# {where}, cache {o.cache}: median (min-max) of {o.reps} jobs, slowest rank, ms")
     for i, name in enumerate(names):
         v = [r[i] for r in rows]
         print(f"{name:>28} {statistics.median(v):8.1f}  ({min(v):.1f}-{max(v):.1f})")
