@@ -561,16 +561,9 @@ TEST(ShmGrid, OneSidedAlgorithmsOneToEightProcesses) {
   }
 }
 
-// Every registered algorithm, at N=3 and N=4 without the large case.
-TEST(ShmGrid, EveryAlgorithmThreeAndFourProcesses) {
-  for (const Algorithm& a : all_algorithms()) {
-    if (a.collective == Collective::barrier) continue;
-    for (int n : {3, 4}) {
-      SCOPED_TRACE(str_cat(to_string(a.collective), "(", a.name, ") N=", n));
-      run_grid_over_shm(n, a.collective, std::string(a.name), false, /*must_serve=*/false);
-    }
-  }
-}
+// Every registered algorithm over shm at N = 2, 3, 4 (and 8, reduced), with
+// the large case, is tests/multiprocess's multiprocess_grid_shm_N*, through
+// chorus-run and init_from_env(); the one-sided ones over windows are above.
 
 }  // namespace
 }  // namespace chorus
