@@ -238,6 +238,7 @@ Communicator derive(Communicator& parent_comm, const std::vector<int>& members,
   if (own_error) std::rethrow_exception(own_error);
   if (!verdict.ok) fail(static_cast<ErrorCode>(verdict.code), get(verdict.message));
   Config child = config;
+  child.derived = true;
   if (timeout.count() > 0) child.timeout = timeout;
   return make_communicator(std::move(transport), std::move(child));
 }

@@ -82,6 +82,13 @@ struct Config {
   std::string flight_recorder_dir;  // CHORUS_FLIGHT_RECORDER; "" = no files
   std::string trace_dir;            // CHORUS_TRACE; "" = no timeline
   std::string store_secret;         // CHORUS_STORE_SECRET; "" = an open tcp:// store
+  // Not a variable: set for a communicator derived from another (split,
+  // api/derive.cc), whose siblings are made on the same host at the same
+  // moment. Its tuner then takes a provisional calibration entry as it is
+  // instead of calibrating again whenever the host looks quiet: calibrating
+  // beside its siblings would only meet their load and store a provisional
+  // entry again, at every split.
+  bool derived = false;
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;

@@ -86,8 +86,9 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
           fail(ErrorCode::invalid_argument, "calibration cache '", out.path,
                "' holds no fitted model of link class ", cls);
         // A provisional entry (calibrated on a busy host) is used while the
-        // host stays busy; a job that finds it quiet calibrates again.
-        if (table.calibration && table.calibration->provisional) {
+        // host stays busy; a job that finds it quiet calibrates again (a
+        // derived communicator does not: Config::derived).
+        if (table.calibration && table.calibration->provisional && !config.derived) {
           std::vector<double> running;
           for (int k = 0; k < kStartSamples; ++k) {
             if (k > 0) std::this_thread::sleep_for(kStartSampleGap);

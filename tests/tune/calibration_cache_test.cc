@@ -253,6 +253,22 @@ TEST_F(CalibrationCache, AQuietStartReplacesAProvisionalEntry) {
   EXPECT_EQ(tuning_to_json(next.table), tuning_to_json(quiet.table));
 }
 
+// A derived communicator (split) uses a provisional entry as it is, also on a
+// quiet host: its siblings, made at the same moment, would make a new
+// calibration busy again.
+TEST_F(CalibrationCache, ADerivedCommunicatorKeepsAProvisionalEntry) {
+  const CachedModel busy = run_cache(2, config_, busy_host);
+  ASSERT_TRUE(stored_load(busy.path).provisional);
+  const std::string text = file_text(busy.path);
+  Config derived = config_;
+  derived.derived = true;
+  const CachedModel child = run_cache(2, derived, quiet_host);
+  EXPECT_TRUE(child.from_cache);
+  EXPECT_FALSE(child.replaced_provisional);
+  EXPECT_EQ(tuning_to_json(child.table), tuning_to_json(busy.table));
+  EXPECT_EQ(file_text(busy.path), text);
+}
+
 TEST_F(CalibrationCache, AQuietEntryIsKeptByABusyJob) {
   const CachedModel quiet = run_cache(2, config_, quiet_host);
   ASSERT_FALSE(stored_load(quiet.path).provisional);
