@@ -159,4 +159,12 @@ py::object recv(py::object self, py::object x, int peer, Keywords kw) {
   return c.run(std::move(self), std::move(r), kw.async_op);
 }
 
+int recv_any(py::object self, py::object x, std::optional<double> timeout) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("recv_any");
+  const CallOptions options = options_of(r, {{}, timeout, false});
+  const BufferView& v = add_input(r, x, Access::write);
+  return c.recv_any(v.data(), v.count(), v.type(), options);
+}
+
 }  // namespace chorus::python

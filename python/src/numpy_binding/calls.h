@@ -34,5 +34,7 @@ pybind11::object alltoall(pybind11::object self, pybind11::handle x, pybind11::o
 pybind11::object barrier(pybind11::object self, Keywords kw);
 pybind11::object send(pybind11::object self, pybind11::handle x, int peer, Keywords kw);
 pybind11::object recv(pybind11::object self, pybind11::object x, int peer, Keywords kw);
+// Blocking only: returns the sender's rank.
+int recv_any(pybind11::object self, pybind11::object x, std::optional<double> timeout);
 
 }  // namespace chorus::python

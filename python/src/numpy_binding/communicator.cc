@@ -117,6 +117,17 @@ std::shared_ptr<PyCommunicator> PyCommunicator::split_by_host() {
   return std::make_shared<PyCommunicator>(std::move(*child));
 }
 
+int PyCommunicator::recv_any(void* data, size_t count, DataType type,
+                             const CallOptions& options) {
+  Busy busy(*this);
+  collect_finished();
+  Communicator& c = live();
+  int from = -1;
+  block_or_raise([&] { from = c.recv_any(data, count, type, options); }, {}, std::nullopt,
+                 "recv_any");
+  return from;
+}
+
 void PyCommunicator::close() {
   if (!comm_) return;
   {

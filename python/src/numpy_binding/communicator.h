@@ -91,6 +91,9 @@ class PyCommunicator {
   // peers as a blocking call does. split gives None for a negative color.
   std::shared_ptr<PyCommunicator> split(int color, int key);
   std::shared_ptr<PyCommunicator> split_by_host();
+  // Communicator::recv_any into `count` elements at `data`: waits as a
+  // blocking call does; returns the sender.
+  int recv_any(void* data, size_t count, DataType type, const CallOptions& options);
 
   // Waits for the calls still pending (a call's buffers must outlive it),
   // then destroys the communicator. Idempotent.

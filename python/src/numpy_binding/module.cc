@@ -190,7 +190,11 @@ PYBIND11_MODULE(_chorus, m) {
             return recv(std::move(self), std::move(x), peer, {{}, timeout, async_op});
           },
           py::arg("x"), py::arg("peer"), py::kw_only(), py::arg("timeout") = py::none(),
-          py::arg("async_op") = false, "Receives from peer into x; returns x.");
+          py::arg("async_op") = false, "Receives from peer into x; returns x.")
+      .def("recv_any", &recv_any, py::arg("x"), py::kw_only(), py::arg("timeout") = py::none(),
+           "Receives into x the next message from whichever rank's arrives first (that rank's "
+           "next message to this one); returns the sender's rank. Blocking; a timeout that "
+           "passes first raises TimeoutError and leaves the communicator usable.");
 
   m.def("init", &chorus::python::init, py::kw_only(), py::arg("rank") = py::none(),
         py::arg("world_size") = py::none(), py::arg("store") = py::none(),

@@ -136,7 +136,18 @@ class Grid:
                 comm.recv(y, peer)
                 comm.send(data(1, count, dtype, salt=5), peer)
             check_equal(y, data(peer, count, dtype, salt=5), what + " (0 <-> 1)")
-        self.calls += 3
+        # From any rank: every other rank sends rank 0 one message.
+        if self.rank == 0:
+            senders = set()
+            for _ in range(self.n - 1):
+                y = np.zeros(count, dtype)
+                sender = comm.recv_any(y)
+                check_equal(y, data(sender, count, dtype, salt=6), what + f" (recv_any: {sender})")
+                senders.add(sender)
+            assert senders == set(range(1, self.n)), senders
+        else:
+            comm.send(data(self.rank, count, dtype, salt=6), 0)
+        self.calls += 4
 
     def asynchronous(self, dtype, count):
         """Several calls in flight at once, waited in turn or polled with done()."""
