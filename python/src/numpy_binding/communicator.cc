@@ -117,8 +117,7 @@ std::shared_ptr<PyCommunicator> PyCommunicator::split_by_host() {
   return std::make_shared<PyCommunicator>(std::move(*child));
 }
 
-int PyCommunicator::recv_any(void* data, size_t count, DataType type,
-                             const CallOptions& options) {
+int PyCommunicator::recv_any(void* data, size_t count, DataType type, const CallOptions& options) {
   Busy busy(*this);
   collect_finished();
   Communicator& c = live();
