@@ -524,11 +524,20 @@ int CommunicatorImpl::recv_any(void* buf, size_t count, DataType type, const Cal
   {
     CallGuard guard(call_state_);
     enter_call();
-    // Spins a little, then naps: a message may take a while.
+    // Spins a little, then naps: a message may take a while. Every 5 ms it
+    // asks whether each peer still lives (an exited, closed or aborted peer
+    // is peer_failure), as a one-sided wait does: no posted request watches
+    // the peers here.
+    Deadline next_check = Clock::now();
     for (int round = 0; source < 0; ++round) {
       try {
         check_abort();
         engine_.poll();
+        if (Clock::now() >= next_check) {
+          for (int peer = 0; peer < size_; ++peer)
+            if (peer != rank_) transport_->check_peer(peer);
+          next_check = Clock::now() + std::chrono::milliseconds(5);
+        }
       } catch (...) {
         fail_all(std::current_exception());
         std::rethrow_exception(broken_);

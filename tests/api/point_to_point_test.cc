@@ -7,9 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus {
@@ -169,6 +171,53 @@ TEST(PointToPoint, ReceiveFromAnyRankChecksItsArguments) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
       EXPECT_NE(std::string(e.what()).find("buffer is null"), std::string::npos) << e.what();
     }
+  });
+}
+
+// recv_any keeps the fault contract: a peer that is gone, and an abort from
+// another thread, end it instead of leaving it to its deadline.
+TEST(PointToPoint, ReceiveFromAnyRankEndsWhenAPeerIsGone) {
+  std::atomic<bool> raised{false};
+  try {
+    testing::run_ranks(3, [&](Communicator& comm) {
+      if (comm.rank() == 2) throw Error(ErrorCode::internal, "rank 2 leaves");
+      if (comm.rank() == 1) return;  // its thread ends: it is gone too
+      int32_t v = 0;
+      try {
+        comm.recv_any(&v, 1, DataType::int32);
+        ADD_FAILURE() << "recv_any returned with no sender";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::peer_failure) << e.what();
+        raised = true;
+      }
+    });
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2 leaves"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(raised.load());
+}
+
+TEST(PointToPoint, ReceiveFromAnyRankEndsOnAbort) {
+  std::atomic<bool> ended{false};
+  testing::run_ranks(2, [&](Communicator& comm) {
+    if (comm.rank() == 1) {
+      comm.barrier();
+      // Stays until rank 0's call has ended, so that only the abort can end it.
+      while (!ended.load()) std::this_thread::yield();
+      return;
+    }
+    comm.barrier();
+    std::thread aborter([&comm] { comm.abort("stop waiting"); });
+    int32_t v = 0;
+    try {
+      comm.recv_any(&v, 1, DataType::int32);
+      ADD_FAILURE() << "recv_any returned with no sender";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::aborted) << e.what();
+      EXPECT_NE(std::string(e.what()).find("stop waiting"), std::string::npos) << e.what();
+    }
+    ended = true;
+    aborter.join();
   });
 }
 
