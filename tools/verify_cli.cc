@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "model/cost_model.h"
 #include "model/units.h"
+#include "schedule/rank_math.h"
 #include "verify/verifier.h"
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -29,6 +31,7 @@ struct Args {
   size_t count = 1024;
   size_t elem_size = 4;
   int root = 0;
+  std::string hosts;  // --hosts: "K" or "K1,K2,..."
   bool markdown = false;
   bool windows = false;
   bool window_buffers = false;
@@ -68,14 +71,21 @@ std::string exact_on(const ClosedForm& f) {
                                               : ", 2 ports");
 }
 
+// Hosts of kTableRanksPerHost consecutive ranks, in the tables: what the
+// hierarchical algorithms need (the others ignore hosts).
+constexpr int kTableRanksPerHost = 4;
+
 // Steps and messages per rank, proved by the verifier: "14 / 24". The largest
 // over ranks, as in the plain table. The ranks share windows (one host), so
-// that the one-sided algorithms are proved too.
+// that the one-sided algorithms are proved too; the hierarchical ones see
+// hosts of kTableRanksPerHost ranks.
 std::string measured(const Algorithm& a, const std::vector<int>& ranks, size_t count, bool steps) {
   std::string out;
   for (int n : ranks) {
     CollectiveSpec spec{a.collective, n, 0, a.collective == Collective::barrier ? 0 : count, 4, 0};
     spec.windows = true;
+    spec.host_of =
+        std::make_shared<const std::vector<int>>(consecutive_hosts(n, kTableRanksPerHost));
     const VerifyResult r = verify(a, spec);
     std::string cell = "-";
     if (r.ok()) {
@@ -136,6 +146,28 @@ std::vector<int> rank_counts(const std::string& text) {
     ranks.push_back(static_cast<int>(v));
   }
   return ranks;
+}
+
+// --hosts at N ranks: null without it; "K": hosts of K consecutive ranks;
+// "K1,K2,...": hosts of those sizes, which must add up to N.
+std::shared_ptr<const std::vector<int>> hosts_at(const std::string& text, int n) {
+  if (text.empty()) return nullptr;
+  std::vector<int> sizes;
+  for (const std::string& k : split(text)) {
+    char* end = nullptr;
+    const long v = std::strtol(k.c_str(), &end, 10);
+    if (*end != '\0' || v < 1 || v > 1 << 20)
+      fail(ErrorCode::invalid_argument, "--hosts: '", k, "' is not a rank count >= 1");
+    sizes.push_back(static_cast<int>(v));
+  }
+  if (sizes.empty()) fail(ErrorCode::invalid_argument, "--hosts: no host sizes in '", text, "'");
+  if (sizes.size() == 1)
+    return std::make_shared<const std::vector<int>>(consecutive_hosts(n, sizes[0]));
+  int total = 0;
+  for (int k : sizes) total += k;
+  if (total != n)
+    fail(ErrorCode::invalid_argument, "--hosts ", text, " holds ", total, " ranks, not N = ", n);
+  return std::make_shared<const std::vector<int>>(hosts_of_sizes(sizes));
 }
 
 // --closed-forms --json: every form's time at every N and M, with the seed's
@@ -199,6 +231,7 @@ int prove(const Args& a, const std::vector<Collective>& collectives,
         CollectiveSpec spec{c, n, 0, c == Collective::barrier ? 0 : a.count, a.elem_size, a.root};
         spec.windows = a.windows || a.window_buffers;
         spec.window_buffers = a.window_buffers;
+        spec.host_of = hosts_at(a.hosts, n);
         const VerifyResult r = verify(*al, spec);
         const std::string coll(to_string(c));
         if (!r.supported) {
@@ -339,6 +372,9 @@ int verify_cli_main(int argc, const char* const* argv, std::ostream& out, std::o
   app.add_option("--elem-size", a.elem_size, "bytes per element")->check(CLI::PositiveNumber);
   app.add_option("--root,-r", a.root, "root of broadcast and reduce");
   app.add_option("--algo,-a", a.algos, "algorithm names, comma separated, or all");
+  app.add_option("--hosts", a.hosts,
+                 "the ranks' hosts, as the hierarchical algorithms need: K (hosts of K "
+                 "consecutive ranks) or K1,K2,... (hosts of those sizes, adding up to N)");
   app.add_flag("--windows", a.windows,
                "the ranks share memory windows (one host), as the one-sided algorithms need");
   app.add_flag("--window-buffers", a.window_buffers,

@@ -34,7 +34,12 @@ namespace chorus {
   X(kScatterAllgatherBroadcast)     /* scatter_allgather.cc */  \
   X(kOneShotAllreduce)              /* one_shot.cc */           \
   X(kTwoShotAllreduce)              /* two_shot.cc */           \
-  X(kOneShotAllgather)              /* one_shot_allgather.cc */
+  X(kOneShotAllgather)              /* one_shot_allgather.cc */ \
+  X(kHierTwoLevelAllreduce)         /* hier_allreduce.cc */     \
+  X(kHierLeaderAllreduce)           /* hier_leader.cc */        \
+  X(kHierAllgather)                 /* hier_allgather.cc */     \
+  X(kHierReduceScatter)             /* hier_reduce_scatter.cc */ \
+  X(kHierBroadcast)                 /* hier_broadcast.cc */
 
 #define CHORUS_DECLARE_ALGORITHM(name) extern const Algorithm name;
 CHORUS_ALGORITHMS(CHORUS_DECLARE_ALGORITHM)

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/reduce_kernels.h"
+#include "tune/calibration.h"
 
 #include <algorithm>
 #include <climits>
@@ -85,6 +86,10 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
       config_(std::move(config)),
       engine_(*transport_),
       selector_(selector ? std::move(selector) : make_selector(*transport_, with_host_id(config_))),
+      host_of_(size_ > 1 ? std::make_shared<const std::vector<int>>(
+                               host_layout(*transport_, with_host_id(config_).host_id,
+                                           deadline_after(config_.timeout)))
+                         : nullptr),
       sent_to_(static_cast<size_t>(size_), 0),
       received_from_(static_cast<size_t>(size_), 0) {
   engine_.set_stop(&abort_requested_, [this] { check_abort(); });
@@ -293,6 +298,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   const bool average = call.op == ReduceOp::avg && reduces(call.collective);
   CollectiveSpec spec{call.collective,       size(), rank(), call.count, es, call.root,
                       config_.segment_bytes, average};
+  spec.host_of = host_of_;
   if (windows_) {
     spec.windows = true;
     const BufferCounts counts = buffer_counts(spec);

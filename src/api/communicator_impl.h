@@ -75,6 +75,8 @@ class CommunicatorImpl {
   int size() const { return size_; }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
+  // Each rank's host (CollectiveSpec::host_of); null for one rank.
+  const std::shared_ptr<const std::vector<int>>& host_of() const { return host_of_; }
   Selector& selector() { return *selector_; }
   // Replaces the selector (every rank alike); the cached picks go with it.
   void set_selector(std::unique_ptr<Selector> selector) {
@@ -214,6 +216,10 @@ class CommunicatorImpl {
   Config config_;
   Engine engine_;
   std::unique_ptr<Selector> selector_;
+  // Each rank's host (tune/calibration.h: host_layout over Config::host_id),
+  // which every call's spec carries (CollectiveSpec::host_of); null for one
+  // rank.
+  std::shared_ptr<const std::vector<int>> host_of_;
   // Shared windows, where the transport shares memory (shm, inproc).
   std::unique_ptr<WindowSet> windows_;
   ScratchPool pool_;

@@ -9,8 +9,11 @@
 
 namespace chorus::testing {
 
-void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
-  if (nranks < 1) fail(ErrorCode::invalid_argument, "run_ranks: nranks must be >= 1, got ", nranks);
+namespace {
+
+// host_of empty: every rank on the host of the process.
+void run_threads(int nranks, const std::vector<int>& host_of,
+                 const std::function<void(Communicator&)>& body) {
   const Config config = Config::from_env();
   auto world = make_inproc_world(nranks);
   std::mutex mu;
@@ -23,7 +26,10 @@ void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
       try {
         auto transport = make_inproc_transport(world, r, config.spin);
         raw = transport.get();
-        Communicator comm = make_communicator(std::move(transport), config);
+        Config mine = config;
+        if (!host_of.empty())
+          mine.host_id = str_cat("run_ranks-host-", host_of[static_cast<size_t>(r)]);
+        Communicator comm = make_communicator(std::move(transport), std::move(mine));
         try {
           body(comm);
         } catch (...) {
@@ -56,6 +62,21 @@ void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
   }
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
+}
+
+}  // namespace
+
+void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
+  if (nranks < 1) fail(ErrorCode::invalid_argument, "run_ranks: nranks must be >= 1, got ", nranks);
+  run_threads(nranks, {}, body);
+}
+
+void run_ranks(const std::vector<int>& host_of, const std::function<void(Communicator&)>& body) {
+  if (host_of.empty()) fail(ErrorCode::invalid_argument, "run_ranks: no ranks (host_of is empty)");
+  for (size_t r = 0; r < host_of.size(); ++r)
+    if (host_of[r] < 0)
+      fail(ErrorCode::invalid_argument, "run_ranks: host of rank ", r, " is negative: ", host_of[r]);
+  run_threads(static_cast<int>(host_of.size()), host_of, body);
 }
 
 }  // namespace chorus::testing

@@ -4,7 +4,9 @@
 #include "core/collective.h"
 
 #include <cstddef>
+#include <memory>
 #include <optional>
+#include <vector>
 
 namespace chorus {
 
@@ -33,6 +35,11 @@ struct CollectiveSpec {
   // This rank's Input and Output lie in shared windows (Communicator::window):
   // peers read them in place, and a one-sided Program stages nothing.
   bool window_buffers = false;
+  // Which host each rank is on (host_of[r]; equal numbers share a host),
+  // shared by the specs of all ranks of a call; null: not known, which is
+  // one host. The hierarchical algorithms (hier_*) need several hosts and a
+  // host with several ranks (schedule/rank_math.h: HostGroups).
+  std::shared_ptr<const std::vector<int>> host_of = nullptr;
 };
 
 // Element counts of the Input and Output buffers of a call.

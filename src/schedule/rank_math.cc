@@ -137,3 +137,66 @@ int double_tree_root(int tree, int n) {
 }
 
 }  // namespace chorus
+
+namespace chorus {
+
+HostGroups host_groups(std::span<const int> host_of) {
+  HostGroups g;
+  std::vector<int> seen;  // the caller's host numbers, in order of first rank
+  g.host.resize(host_of.size());
+  g.local.resize(host_of.size());
+  for (size_t r = 0; r < host_of.size(); ++r) {
+    if (host_of[r] < 0)
+      fail(ErrorCode::invalid_argument, "host of rank ", r, " is negative: ", host_of[r]);
+    const auto it = std::find(seen.begin(), seen.end(), host_of[r]);
+    const auto h = static_cast<size_t>(it - seen.begin());
+    if (it == seen.end()) {
+      seen.push_back(host_of[r]);
+      g.ranks.emplace_back();
+    }
+    g.host[r] = static_cast<int>(h);
+    g.local[r] = static_cast<int>(g.ranks[h].size());
+    g.ranks[h].push_back(static_cast<int>(r));
+    g.widest = std::max(g.widest, static_cast<int>(g.ranks[h].size()));
+  }
+  return g;
+}
+
+std::vector<int> consecutive_hosts(int nranks, int per_host) {
+  CHORUS_CHECK(nranks >= 0 && per_host >= 1);
+  std::vector<int> out(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) out[static_cast<size_t>(r)] = r / per_host;
+  return out;
+}
+
+std::vector<int> hosts_of_sizes(std::span<const int> sizes) {
+  std::vector<int> out;
+  for (size_t h = 0; h < sizes.size(); ++h) {
+    CHORUS_CHECK(sizes[h] >= 1);
+    out.insert(out.end(), static_cast<size_t>(sizes[h]), static_cast<int>(h));
+  }
+  return out;
+}
+
+int HostGroups::part_owner(int h, int s, int parts) const {
+  CHORUS_CHECK(parts >= 1 && s >= 0 && s < parts);
+  return static_cast<int>(static_cast<long long>(s) * size_of(h) / parts);
+}
+
+int HostGroups::first_part(int h, int i, int parts) const {
+  // The smallest s with floor(s * L / parts) >= i: ceil(i * parts / L).
+  const long long l = size_of(h);
+  return static_cast<int>((static_cast<long long>(i) * parts + l - 1) / l);
+}
+
+int HostGroups::part_count(int h, int i, int parts) const {
+  return first_part(h, i + 1, parts) - first_part(h, i, parts);
+}
+
+int HostGroups::proxy(int h, int q) const {
+  if (host[static_cast<size_t>(q)] == h) return q;
+  return ranks[static_cast<size_t>(h)][static_cast<size_t>(
+      part_owner(h, local[static_cast<size_t>(q)], widest))];
+}
+
+}  // namespace chorus

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 namespace chorus {
@@ -54,6 +55,39 @@ struct BinomialNode {
   std::vector<int> children;  // largest subtree first (receive order of Reduce)
 };
 BinomialNode binomial_node(int rank, int root, int n);
+
+// The hosts of a call (CollectiveSpec::host_of): which ranks share one, and
+// each rank's place on its host. Hosts are numbered from 0 in order of their
+// first rank, whatever numbers host_of uses.
+//   host_of = {0, 0, 0, 1}:  ranks = {{0, 1, 2}, {3}}, widest = 3
+//   slice owners (widest = 3 slices): host 0: s -> rank s; host 1: rank 3
+struct HostGroups {
+  std::vector<std::vector<int>> ranks;  // ranks[h]: host h's ranks, ascending
+  std::vector<int> host;                // host[r]
+  std::vector<int> local;               // local[r]: r's index among its host's ranks
+  int widest = 0;                       // the most ranks on one host
+  int host_count() const { return static_cast<int>(ranks.size()); }
+  int size_of(int h) const { return static_cast<int>(ranks[static_cast<size_t>(h)].size()); }
+  // The local index on host h that answers for part s of `parts` (s in
+  // [0, parts)): floor(s * L_h / parts), so that a host of L_h ranks spreads
+  // the parts evenly, each rank a contiguous run of them.
+  int part_owner(int h, int s, int parts) const;
+  // The first part and the number of parts that local index i of host h
+  // answers for, out of `parts`.
+  int first_part(int h, int i, int parts) const;
+  int part_count(int h, int i, int parts) const;
+  // Rank q's stand-in on host h: q itself on its own host, elsewhere the rank
+  // of h that owns part local[q] of widest.
+  int proxy(int h, int q) const;
+};
+// host_of[r] for every rank (any non-negative numbers; equal numbers share a
+// host). Throws Error(invalid_argument) for a negative number.
+HostGroups host_groups(std::span<const int> host_of);
+// host_of for hosts of `per_host` consecutive ranks (the last one holds what
+// is left): consecutive_hosts(7, 3) = {0, 0, 0, 1, 1, 1, 2}.
+std::vector<int> consecutive_hosts(int nranks, int per_host);
+// host_of for hosts of the given sizes, in order: {3, 1} -> {0, 0, 0, 1}.
+std::vector<int> hosts_of_sizes(std::span<const int> sizes);
 
 }  // namespace chorus
 

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace chorus {
 namespace {
@@ -15,11 +18,17 @@ namespace {
 struct GridParam {
   const Algorithm* algo;
   int nranks;
+  // Each rank's host (testing::run_ranks(host_of, ...)); empty: one host.
+  std::vector<int> hosts = {};
 };
 
 std::string param_name(const ::testing::TestParamInfo<GridParam>& info) {
   std::string name = std::string(to_string(info.param.algo->collective)) + "_" +
                      std::string(info.param.algo->name) + "_N" + std::to_string(info.param.nranks);
+  if (!info.param.hosts.empty()) {
+    name += "_hosts";
+    for (int h : info.param.hosts) name += std::to_string(h);
+  }
   for (char& ch : name)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return name;
@@ -42,6 +51,30 @@ std::vector<GridParam> all_params() {
       spec.windows = true;
       if (supports(a, spec)) out.push_back({&a, n});
     }
+    // Algorithms that need several hosts (hier_*) run on threads playing
+    // hosts: even, uneven (3 + 1, 1 + 3), many small ones, interleaved.
+    CollectiveSpec one_host{a.collective, 4, 0, 1, 4, 0};
+    one_host.windows = true;
+    if (supports(a, one_host)) continue;
+    for (std::vector<int> hosts : std::vector<std::vector<int>>{
+#ifdef CHORUS_REDUCED_GRIDS
+             {0, 0, 1, 1},
+             {0, 0, 0, 1},
+             {0, 1, 0, 1, 2},
+#else
+             {0, 0, 1, 1},
+             {0, 0, 0, 1},
+             {0, 1, 1, 1},
+             {0, 1, 0, 1, 2},
+             {0, 0, 1, 1, 2, 2, 3, 3},
+             {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3},
+#endif
+         }) {
+      CollectiveSpec spec = one_host;
+      spec.nranks = static_cast<int>(hosts.size());
+      spec.host_of = std::make_shared<const std::vector<int>>(hosts);
+      if (supports(a, spec)) out.push_back({&a, spec.nranks, std::move(hosts)});
+    }
   }
   return out;
 }
@@ -62,7 +95,13 @@ TEST_P(CollectiveGrid, MatchesReferenceExactly) {
   std::mutex mu;
   size_t skipped = 0;
   test::ReferenceCache cache;
-  testing::run_ranks(p.nranks, [&](Communicator& comm) {
+  auto run = [&](const std::function<void(Communicator&)>& body) {
+    if (p.hosts.empty())
+      testing::run_ranks(p.nranks, body);
+    else
+      testing::run_ranks(p.hosts, body);
+  };
+  run([&](Communicator& comm) {
     std::vector<test::GridCase> served;
     for (const auto& c : cases) {
       if (supports(*p.algo, test::case_spec(comm, c))) served.push_back(c);

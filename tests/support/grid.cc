@@ -62,6 +62,7 @@ bool needs_windows(const Algorithm& algorithm) {
 CollectiveSpec case_spec(const Communicator& comm, const GridCase& c) {
   CollectiveSpec spec{c.collective, comm.size(), comm.rank(), c.count, dtype_size(c.type), c.root};
   spec.windows = detail::impl_of(comm).transport().shares_memory();
+  spec.host_of = detail::impl_of(comm).host_of();
   return spec;
 }
 
