@@ -29,6 +29,16 @@
 #            testbed's rsh agent, btl tcp) and Gloo, 64 KiB to 64 MiB (factor
 #            4), HOSTS-host switch at RATE, ROUNDS rounds (default 3) taking
 #            turns -> OUT/compare/<system>.<round>
+#   hier     AllReduce 8 B to 64 MiB (factor 4) on 2 hosts x 4 ranks and 4 x 2
+#            at RATE (use -r 500mbit): chorus's flat algorithms, its
+#            hierarchical ones and its own pick (auto; ring, bidir_ring and
+#            halving_doubling above 256 KiB, where the others are log N
+#            times the bytes), Open MPI (-npernode, btl tcp,vader) and Gloo,
+#            ROUNDS rounds taking turns -> OUT/hier/<layout>.<system>.<round>;
+#            then the bytes each host's eth0 sent and received in a job of
+#            one hier_two_level AllReduce of 64 MiB, less a job of 8 B ->
+#            OUT/hier/<layout>.veth
+#            (bench/testbed/hier_table.py OUT prints the tables)
 # then: python3 bench/testbed/analyze.py OUT
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -161,8 +171,68 @@ part_compare() {
   done
 }
 
+# Bytes host H's eth0 has sent and received: "TX RX".
+eth0_bytes() {
+  "$testbed" exec --name "$name" "$1" -- cat /sys/class/net/eth0/statistics/tx_bytes \
+    /sys/class/net/eth0/statistics/rx_bytes | tr '\n' ' '
+}
+
+part_hier() {
+  local cmp="$build-compare/compare" dir="$out/hier" layout h k round i
+  mkdir -p "$dir" "$cmp"
+  "$root/scripts/install-deps.sh" libopenmpi-dev libgloo-dev
+  mpicxx.openmpi -O2 -std=c++20 -o "$cmp/mpi_openmpi" "$root/bench/compare/mpi_allreduce.cc"
+  g++ -O2 -std=c++20 -o "$cmp/gloo_allreduce" "$root/bench/compare/gloo_allreduce.cc" -lgloo -pthread
+  echo "{\"rate\": \"$rate\", \"rate_bits\": $(rate_bits "$rate")}" >"$dir/params.json"
+  local small=(-b 8 -e 256K -f 4 -n "$iters" -w "$warmup")
+  local large=(-b 1M -e "$max" -f 4 -n "$iters" -w "$warmup")
+  for layout in 2x4 4x2; do
+    h=${layout%x*} k=${layout#*x}
+    "$testbed" up --name "$name" --hosts "$h" --rate "$rate" >/dev/null
+    local addrs
+    addrs=$(for ((i = 1; i <= h; i++)); do printf "198.18.0.%d:%d," "$i" "$k"; done)
+    for ((round = 1; round <= rounds; round++)); do
+      "$testbed" run --name "$name" --ranks-per-host "$k" -- "$perf" allreduce "${small[@]}" \
+        -a auto,ring,bidir_ring,halving_doubling,recursive_doubling,double_binary_tree,reduce_broadcast,hier_two_level,hier_leader \
+        --json "$dir/$layout.chorus_small.$round.json" >/dev/null
+      "$testbed" run --name "$name" --ranks-per-host "$k" -- "$perf" allreduce "${large[@]}" \
+        -a auto,ring,bidir_ring,halving_doubling,hier_two_level,hier_leader \
+        --json "$dir/$layout.chorus_large.$round.json" >/dev/null
+      "$testbed" exec --name "$name" 0 -- mpirun --allow-run-as-root -np $((h * k)) \
+        -H "${addrs%,}" --mca plm_rsh_agent "$testbed rsh --name $name" \
+        --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,vader,self --mca btl_tcp_if_include eth0 \
+        --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1 \
+        "$cmp/mpi_openmpi" -b 8 -e "$max" -f 4 -n "$iters" -w "$warmup" >"$dir/$layout.openmpi.$round"
+      local store
+      store=$(mktemp -d)
+      "$testbed" run --name "$name" --ranks-per-host "$k" -- sh -c "exec '$cmp/gloo_allreduce' \
+        --rank \$CHORUS_RANK --size \$CHORUS_WORLD_SIZE --store '$store' --host \$CHORUS_TCP_ADDR \
+        -b 8 -e $max -f 4 -n $iters -w $warmup" | rank0 >"$dir/$layout.gloo.$round"
+      rm -rf "$store"
+      echo "hier $layout: round $round of $rounds done"
+    done
+    # Inter-host bytes of one two-level AllReduce of 64 MiB: a job of one
+    # such call less a job of one 8-byte call (the same set-up, store and
+    # cached model), each host's eth0 counters before and after each job.
+    local tb="$build/tests/testbed/tb_check" job size before=() after=()
+    CHORUS_ALGO=hier_two_level "$testbed" run --name "$name" --ranks-per-host "$k" -- "$tb" allreduce 8 >/dev/null
+    : >"$dir/$layout.veth"
+    for size in 8 $((64 << 20)); do
+      for ((i = 0; i < h; i++)); do before[i]=$(eth0_bytes "$i"); done
+      CHORUS_ALGO=hier_two_level "$testbed" run --name "$name" --ranks-per-host "$k" -- "$tb" allreduce "$size" |
+        grep -c "ALLREDUCE OK" >/dev/null
+      for ((i = 0; i < h; i++)); do
+        after[i]=$(eth0_bytes "$i")
+        echo "size $size host $i hosts $h tx_rx_before ${before[i]} tx_rx_after ${after[i]}" >>"$dir/$layout.veth"
+      done
+    done
+    cat "$dir/$layout.veth"
+    "$testbed" down --name "$name" >/dev/null
+  done
+}
+
 for part in "$@"; do
-  case $part in cpu | switch | ring | sim | compare) ;; *) echo "run.sh: unknown part '$part'" >&2; exit 2 ;; esac
+  case $part in cpu | switch | ring | sim | compare | hier) ;; *) echo "run.sh: unknown part '$part'" >&2; exit 2 ;; esac
 done
 for part in "$@"; do
   before=$(load) start=$(date -u +%FT%TZ)

@@ -96,8 +96,8 @@ Support hier_support(const CollectiveSpec& spec) {
   if (!spec.host_of || spec.host_of->empty())
     return Support::no("needs the ranks' hosts, and this call has none: all on one host");
   if (spec.host_of->size() != static_cast<size_t>(spec.nranks))
-    return Support::no(str_cat("the call's hosts name ", spec.host_of->size(), " ranks, not ",
-                               spec.nranks));
+    return Support::no(
+        str_cat("the call's hosts name ", spec.host_of->size(), " ranks, not ", spec.nranks));
   for (int h : *spec.host_of)
     if (h < 0) return Support::no(str_cat("a rank's host is negative: ", h));
   const HostGroups g = host_groups(*spec.host_of);
@@ -162,8 +162,8 @@ Program build_two_level_allreduce(const CollectiveSpec& spec, int slices) {
       if (!owns(i)) continue;
       const int from = (i - t + l) % l;
       acc = acc ? b.recv_reduce(local[static_cast<size_t>(from)], own_out, own_out, {*acc}, st)
-                : b.recv_reduce(local[static_cast<size_t>(from)],
-                                B::input(own.offset, own.count), own_out, {}, st);
+                : b.recv_reduce(local[static_cast<size_t>(from)], B::input(own.offset, own.count),
+                                own_out, {}, st);
     }
     if (acc) ready.push_back(*acc);
   }
@@ -176,7 +176,8 @@ Program build_two_level_allreduce(const CollectiveSpec& spec, int slices) {
   auto owners = [&](int s) {
     std::vector<int> group;
     for (int o = 0; o < g.host_count(); ++o)
-      group.push_back(g.ranks[static_cast<size_t>(o)][static_cast<size_t>(g.part_owner(o, s, slices))]);
+      group.push_back(
+          g.ranks[static_cast<size_t>(o)][static_cast<size_t>(g.part_owner(o, s, slices))]);
     return group;
   };
   for (int s = first; s < last;) {
@@ -185,8 +186,8 @@ Program build_two_level_allreduce(const CollectiveSpec& spec, int slices) {
     while (end < last && owners(end) == group) ++end;
     const Chunk run = block_range(count, static_cast<size_t>(slices), static_cast<size_t>(s),
                                   static_cast<size_t>(end - s));
-    const std::vector<OpIndex> done = group_allreduce(
-        b, group, h, B::output(run.offset, run.count), ready, spec.elem_size, inter_step);
+    const std::vector<OpIndex> done = group_allreduce(b, group, h, B::output(run.offset, run.count),
+                                                      ready, spec.elem_size, inter_step);
     reduced.insert(reduced.end(), done.begin(), done.end());
     s = end;
   }

@@ -101,13 +101,12 @@ Program build_hier_allgather(const CollectiveSpec& spec) {
 
 }  // namespace
 
-extern const Algorithm kHierAllgather{
-    Collective::allgather,
-    "hier_two_level",
-    "each block once into every other host, then around the host",
-    build_hier_allgather,
-    hier_support,
-    {},
-    "two or more hosts, one with two or more ranks (any sizes)"};
+extern const Algorithm kHierAllgather{Collective::allgather,
+                                      "hier_two_level",
+                                      "each block once into every other host, then around the host",
+                                      build_hier_allgather,
+                                      hier_support,
+                                      {},
+                                      "two or more hosts, one with two or more ranks (any sizes)"};
 
 }  // namespace chorus

@@ -36,7 +36,9 @@ Program build_hier_broadcast(const CollectiveSpec& spec) {
   const int root_host = g.host[static_cast<size_t>(spec.root)];
   const int hosts = g.host_count();
   const std::vector<int>& local = g.ranks[static_cast<size_t>(h)];
-  auto entry = [&](int host) { return host == root_host ? spec.root : g.ranks[static_cast<size_t>(host)][0]; };
+  auto entry = [&](int host) {
+    return host == root_host ? spec.root : g.ranks[static_cast<size_t>(host)][0];
+  };
   const size_t count = spec.count;
   const Region out = B::output(0, count);
   ProgramBuilder b(buffer_counts(spec));

@@ -28,6 +28,8 @@ SimOptions sweep_options(const SimSweepSpec& spec) {
 CollectiveSpec sweep_call(const SimSweepSpec& spec, const Topology& topology, size_t count) {
   CollectiveSpec cs{spec.collective, spec.ranks, 0, count, spec.elem_size, 0};
   cs.windows = topology.one_host();
+  if (std::vector<int> hosts = topology.rank_hosts(); !hosts.empty())
+    cs.host_of = std::make_shared<const std::vector<int>>(std::move(hosts));
   return cs;
 }
 

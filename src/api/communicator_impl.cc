@@ -9,7 +9,6 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/reduce_kernels.h"
-#include "tune/calibration.h"
 
 #include <algorithm>
 #include <climits>
@@ -87,8 +86,9 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
       engine_(*transport_),
       selector_(selector ? std::move(selector) : make_selector(*transport_, with_host_id(config_))),
       host_of_(size_ > 1 ? std::make_shared<const std::vector<int>>(
-                               host_layout(*transport_, with_host_id(config_).host_id,
-                                           deadline_after(config_.timeout)))
+                               transport_->host_layout().size() == static_cast<size_t>(size_)
+                                   ? transport_->host_layout()
+                                   : std::vector<int>(static_cast<size_t>(size_), 0))
                          : nullptr),
       sent_to_(static_cast<size_t>(size_), 0),
       received_from_(static_cast<size_t>(size_), 0) {

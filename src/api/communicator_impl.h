@@ -216,9 +216,9 @@ class CommunicatorImpl {
   Config config_;
   Engine engine_;
   std::unique_ptr<Selector> selector_;
-  // Each rank's host (tune/calibration.h: host_layout over Config::host_id),
-  // which every call's spec carries (CollectiveSpec::host_of); null for one
-  // rank.
+  // Each rank's host (Transport::host_layout, which the bootstrap fills in
+  // from the ranks' host identities; one host where it is empty), which every
+  // call's spec carries (CollectiveSpec::host_of); null for one rank.
   std::shared_ptr<const std::vector<int>> host_of_;
   // Shared windows, where the transport shares memory (shm, inproc).
   std::unique_ptr<WindowSet> windows_;

@@ -6,6 +6,7 @@
 #include "api/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
+#include "core/first_seen.h"
 #include "net/socket.h"
 #include "store/tcp_store.h"
 #include "transport/forwarding_transport.h"
@@ -240,6 +241,13 @@ Communicator derive(Communicator& parent_comm, const std::vector<int>& members,
   Config child = config;
   child.derived = true;
   if (timeout.count() > 0) child.timeout = timeout;
+  // The members' hosts, as the parent knows them (threads that play hosts
+  // included).
+  if (const auto& hosts = parent.host_of()) {
+    std::vector<int> of_members;
+    for (int m : members) of_members.push_back((*hosts)[static_cast<size_t>(m)]);
+    transport->set_host_layout(number_by_first_seen(std::span<const int>(of_members)));
+  }
   return make_communicator(std::move(transport), std::move(child));
 }
 

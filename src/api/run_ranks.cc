@@ -1,5 +1,6 @@
 #include "api/communicator_impl.h"
 #include "core/check.h"
+#include "core/first_seen.h"
 #include "transport/inproc/inproc_transport.h"
 
 #include <chorus/testing.h>
@@ -27,8 +28,10 @@ void run_threads(int nranks, const std::vector<int>& host_of,
         auto transport = make_inproc_transport(world, r, config.spin);
         raw = transport.get();
         Config mine = config;
-        if (!host_of.empty())
+        if (!host_of.empty()) {
           mine.host_id = str_cat("run_ranks-host-", host_of[static_cast<size_t>(r)]);
+          transport->set_host_layout(number_by_first_seen(std::span<const int>(host_of)));
+        }
         Communicator comm = make_communicator(std::move(transport), std::move(mine));
         try {
           body(comm);
@@ -75,7 +78,8 @@ void run_ranks(const std::vector<int>& host_of, const std::function<void(Communi
   if (host_of.empty()) fail(ErrorCode::invalid_argument, "run_ranks: no ranks (host_of is empty)");
   for (size_t r = 0; r < host_of.size(); ++r)
     if (host_of[r] < 0)
-      fail(ErrorCode::invalid_argument, "run_ranks: host of rank ", r, " is negative: ", host_of[r]);
+      fail(ErrorCode::invalid_argument, "run_ranks: host of rank ", r,
+           " is negative: ", host_of[r]);
   run_threads(static_cast<int>(host_of.size()), host_of, body);
 }
 

@@ -2,6 +2,7 @@
 
 #include "bootstrap/store_url.h"
 #include "core/check.h"
+#include "core/first_seen.h"
 #include "core/log.h"
 #include "net/socket.h"
 #include "store/file_store.h"
@@ -195,6 +196,12 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
       local[static_cast<size_t>(r)] = group++;
     }
   const bool all_local = group == size;
+  // Every rank's host, numbered in order of first rank (Transport::host_layout).
+  const std::vector<int> host_of = number_by_first_seen(std::span<const std::string>(hosts));
+  auto laid_out = [&](std::unique_ptr<Transport> t) {
+    t->set_host_layout(host_of);
+    return t;
+  };
 
   TcpOptions tcp;
   tcp.streams = config.tcp_streams;
@@ -228,11 +235,11 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
               " of ", size, " ranks on this host)");
   if (kind == TransportKind::shm) {
     PrefixStore shm_store(std::shared_ptr<Store>(&store, [](Store*) {}), "shm");
-    return make_shm_transport(shm_store, rank, size, shm);
+    return laid_out(make_shm_transport(shm_store, rank, size, shm));
   }
   if (kind == TransportKind::tcp) {
     PrefixStore tcp_store(std::shared_ptr<Store>(&store, [](Store*) {}), "net");
-    return make_tcp_transport(tcp_store, rank, size, tcp);
+    return laid_out(make_tcp_transport(tcp_store, rank, size, tcp));
   }
   // Mixed: shm inside this host's group (a key space per host), tcp to the rest.
   PrefixStore shm_store(std::shared_ptr<Store>(&store, [](Store*) {}), "shm/" + me);
@@ -242,9 +249,10 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
     tcp.peers[static_cast<size_t>(r)] = local[static_cast<size_t>(r)] < 0;
   PrefixStore tcp_store(std::shared_ptr<Store>(&store, [](Store*) {}), "net");
   auto tcp_t = make_tcp_transport(tcp_store, rank, size, tcp);
-  if (!shm_t) return tcp_t;
+  if (!shm_t) return laid_out(std::move(tcp_t));
   local[static_cast<size_t>(rank)] = -1;
-  return make_composite_transport(rank, size, std::move(shm_t), std::move(local), std::move(tcp_t));
+  return laid_out(
+      make_composite_transport(rank, size, std::move(shm_t), std::move(local), std::move(tcp_t)));
 }
 
 std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string& store_host,

@@ -56,13 +56,14 @@ double measure_call_overhead(Communicator& comm, const TuningTable& table,
     std::sort(t.begin(), t.end());
     const Algorithm* algo = find_algorithm(Collective::allreduce, name);
     if (algo == nullptr) continue;
-    const CollectiveSpec spec{Collective::allreduce,
-                              comm.size(),
-                              0,
-                              2,
-                              4,
-                              0,
-                              detail::impl_of(comm).config().segment_bytes};
+    CollectiveSpec spec{Collective::allreduce,
+                        comm.size(),
+                        0,
+                        2,
+                        4,
+                        0,
+                        detail::impl_of(comm).config().segment_bytes};
+    spec.host_of = detail::impl_of(comm).host_of();
     const double pred = sim.time(*algo, spec, DataType::float32, ReduceOp::sum);
     excess.push_back(t[t.size() / 2] * 1e-6 - pred);
   }

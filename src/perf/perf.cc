@@ -58,6 +58,7 @@ struct RowPlan {
   std::string shown_algorithm;
   bool windows = false;         // the ranks share windows (shm, inproc)
   bool window_buffers = false;  // --buffers window
+  std::shared_ptr<const std::vector<int>> host_of = nullptr;  // the communicator's hosts
 };
 
 // The spec of a row's call on rank 0, as the communicator makes it.
@@ -65,6 +66,7 @@ CollectiveSpec row_spec(const RowPlan& p, int n, size_t segment_bytes) {
   CollectiveSpec spec{p.collective, n, 0, p.api_count, dtype_size(p.type), p.root, segment_bytes};
   spec.windows = p.windows;
   spec.window_buffers = p.window_buffers;
+  spec.host_of = p.host_of;
   return spec;
 }
 
@@ -99,9 +101,10 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
               c, n, comm.rank(), api_count, es, root, detail::impl_of(comm).config().segment_bytes};
           spec.windows = detail::impl_of(comm).transport().shares_memory();
           spec.window_buffers = o.buffers == "window";
+          spec.host_of = detail::impl_of(comm).host_of();
           auto add = [&](std::string call, std::string shown) {
             rows.push_back({c, api_count * unit, api_count, t, op, root, std::move(call),
-                            std::move(shown), spec.windows, spec.window_buffers});
+                            std::move(shown), spec.windows, spec.window_buffers, spec.host_of});
           };
           for (const std::string& a : o.algorithms) {
             if (a == "auto") {

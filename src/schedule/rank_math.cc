@@ -1,6 +1,7 @@
 #include "schedule/rank_math.h"
 
 #include "core/check.h"
+#include "core/first_seen.h"
 
 #include <algorithm>
 #include <bit>
@@ -142,19 +143,14 @@ namespace chorus {
 
 HostGroups host_groups(std::span<const int> host_of) {
   HostGroups g;
-  std::vector<int> seen;  // the caller's host numbers, in order of first rank
-  g.host.resize(host_of.size());
-  g.local.resize(host_of.size());
-  for (size_t r = 0; r < host_of.size(); ++r) {
+  for (size_t r = 0; r < host_of.size(); ++r)
     if (host_of[r] < 0)
       fail(ErrorCode::invalid_argument, "host of rank ", r, " is negative: ", host_of[r]);
-    const auto it = std::find(seen.begin(), seen.end(), host_of[r]);
-    const auto h = static_cast<size_t>(it - seen.begin());
-    if (it == seen.end()) {
-      seen.push_back(host_of[r]);
-      g.ranks.emplace_back();
-    }
-    g.host[r] = static_cast<int>(h);
+  g.host = number_by_first_seen(host_of);
+  g.local.resize(host_of.size());
+  for (size_t r = 0; r < host_of.size(); ++r) {
+    const auto h = static_cast<size_t>(g.host[r]);
+    if (h == g.ranks.size()) g.ranks.emplace_back();
     g.local[r] = static_cast<int>(g.ranks[h].size());
     g.ranks[h].push_back(static_cast<int>(r));
     g.widest = std::max(g.widest, static_cast<int>(g.ranks[h].size()));
@@ -195,8 +191,8 @@ int HostGroups::part_count(int h, int i, int parts) const {
 
 int HostGroups::proxy(int h, int q) const {
   if (host[static_cast<size_t>(q)] == h) return q;
-  return ranks[static_cast<size_t>(h)][static_cast<size_t>(
-      part_owner(h, local[static_cast<size_t>(q)], widest))];
+  return ranks[static_cast<size_t>(h)]
+              [static_cast<size_t>(part_owner(h, local[static_cast<size_t>(q)], widest))];
 }
 
 }  // namespace chorus

@@ -19,6 +19,7 @@ class SwitchTopology final : public Topology {
   SwitchTopology(int n, const LinkParams& link) : Topology("switch", n, {link}, 0) {}
   bool single_hop() const override { return true; }
   bool one_host_without_hosts() const override { return true; }
+  std::vector<int> layout_without_hosts() const override { return one_host_layout(); }
   void route(int a, int b, std::vector<Hop>& hops) const override {
     hops.push_back({a, b, 0, {kNoLink, kNoLink}});
   }
@@ -31,6 +32,7 @@ class RingTopology final : public Topology {
       : Topology("ring", n, {link}, 2 * static_cast<size_t>(n)) {}
   bool single_hop() const override { return nranks() <= 3; }
   bool one_host_without_hosts() const override { return true; }
+  std::vector<int> layout_without_hosts() const override { return one_host_layout(); }
   void route(int a, int b, std::vector<Hop>& hops) const override {
     const int n = nranks();
     const int forward = ring_add(b, -a, n);
@@ -54,6 +56,7 @@ class HypercubeTopology final : public Topology {
                  static_cast<size_t>(n) * static_cast<size_t>(std::max(1, ceil_log2(n)))),
         dims_(std::max(1, ceil_log2(n))) {}
   bool one_host_without_hosts() const override { return true; }
+  std::vector<int> layout_without_hosts() const override { return one_host_layout(); }
   void route(int a, int b, std::vector<Hop>& hops) const override {
     // Clearing bits only lowers the rank and setting bits of b keeps it <= b,
     // so every intermediate rank exists even when N is not a power of two.
@@ -76,16 +79,20 @@ class HypercubeTopology final : public Topology {
 };
 
 // Link ids: 2h is host h's outgoing interface, 2h+1 its incoming one.
+// hier:K groups consecutive ranks; make_host_topology any layout.
 class HierTopology final : public Topology {
  public:
-  HierTopology(int n, int k, const LinkParams& intra, const LinkParams& inter)
-      : Topology(str_cat("hier:", k), n, {intra, inter}, 2 * static_cast<size_t>((n + k - 1) / k)),
-        per_host_(k) {}
+  HierTopology(std::string name, std::vector<int> host_of, const LinkParams& intra,
+               const LinkParams& inter)
+      : Topology(std::move(name), static_cast<int>(host_of.size()), {intra, inter},
+                 2 * static_cast<size_t>(host_count_of(host_of))),
+        layout_(std::move(host_of)) {}
   bool single_hop() const override { return true; }
-  bool one_host_without_hosts() const override { return per_host_ >= nranks(); }
+  bool one_host_without_hosts() const override { return host_count_of(layout_) <= 1; }
+  std::vector<int> layout_without_hosts() const override { return layout_; }
   void route(int a, int b, std::vector<Hop>& hops) const override {
-    const int ha = a / per_host_;
-    const int hb = b / per_host_;
+    const int ha = layout_[static_cast<size_t>(a)];
+    const int hb = layout_[static_cast<size_t>(b)];
     if (ha == hb) {
       hops.push_back({a, b, 0, {kNoLink, kNoLink}});
     } else {
@@ -94,7 +101,12 @@ class HierTopology final : public Topology {
   }
 
  private:
-  int per_host_;
+  static int host_count_of(const std::vector<int>& host_of) {
+    int hosts = 0;
+    for (int h : host_of) hosts = std::max(hosts, h + 1);
+    return hosts;
+  }
+  std::vector<int> layout_;  // host of each rank, numbered from 0
 };
 
 // Arbitrary graph: each directed link is its own class and resource; routes
@@ -202,6 +214,14 @@ void Topology::set_hosts(std::vector<int> host_of, std::vector<HostParams> hosts
            ": a host's memory bandwidth and cores must be >= 0");
   host_of_ = std::move(host_of);
   hosts_ = std::move(hosts);
+}
+
+std::vector<int> Topology::rank_hosts() const {
+  return has_hosts() ? host_of_ : layout_without_hosts();
+}
+
+std::vector<int> Topology::one_host_layout() const {
+  return std::vector<int>(static_cast<size_t>(nranks_), 0);
 }
 
 bool Topology::one_host() const {
@@ -321,7 +341,8 @@ std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const
     intra.name = "intra";
     LinkParams across = inter;
     across.name = "inter";
-    t = std::make_unique<HierTopology>(nranks, per_host, intra, across);
+    t = std::make_unique<HierTopology>(std::string(spec), consecutive_hosts(nranks, per_host),
+                                       intra, across);
     if (hosts) group_hosts(*t, per_host, host);
     return t;
   }
@@ -334,6 +355,20 @@ std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const
   }
   fail(ErrorCode::invalid_argument, "unknown topology '", spec,
        "' (use switch, ring, hypercube, hier:K or FILE.json)");
+}
+
+std::unique_ptr<Topology> make_host_topology(std::vector<int> host_of, const LinkParams& intra,
+                                             const LinkParams& inter, const HostParams& host) {
+  if (host_of.empty()) fail(ErrorCode::invalid_argument, "topology hosts: no ranks");
+  const HostGroups g = host_groups(host_of);  // renumbers from 0; rejects negatives
+  LinkParams in = intra;
+  in.name = "intra";
+  LinkParams across = inter;
+  across.name = "inter";
+  auto t = std::make_unique<HierTopology>("hosts", g.host, in, across);
+  if (host != HostParams{})
+    t->set_hosts(g.host, std::vector<HostParams>(static_cast<size_t>(g.host_count()), host));
+  return t;
 }
 
 }  // namespace chorus

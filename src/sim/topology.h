@@ -13,7 +13,8 @@
 //   hypercube    links r <-> r xor 2^k (both ends < N); routes clear the bits
 //                to be cleared first, then set the others, lowest bit first,
 //                so that every rank on the way is < N
-//   hier:K       hosts of K consecutive ranks; within a host one hop of class
+//   hier:K       hosts of K consecutive ranks (make_host_topology: any
+//                layout, "hosts"); within a host one hop of class
 //                "intra"; across hosts one hop of class "inter" that also
 //                occupies the sending host's outgoing interface and the
 //                receiving host's incoming one (K ranks share them)
@@ -77,6 +78,11 @@ class Topology {
   // Groups the ranks: host_of[r] in [0, hosts.size()) for every rank. Throws
   // Error(invalid_argument) when a rank is missing or out of range.
   void set_hosts(std::vector<int> host_of, std::vector<HostParams> hosts);
+  // Each rank's host as a call on this topology sees it (CollectiveSpec::
+  // host_of): the grouping's where it has one, else one host for switch,
+  // ring and hypercube, hier:K's hosts of K, and none (empty) for a JSON
+  // topology without "hosts".
+  std::vector<int> rank_hosts() const;
   // Whether every rank is on one host, so that the ranks share memory windows
   // (CollectiveSpec::windows: what the one-sided algorithms need). With
   // hosts: when they put every rank on one. Without: switch, ring and
@@ -87,8 +93,10 @@ class Topology {
  protected:
   Topology(std::string name, int nranks, std::vector<LinkParams> classes, size_t links)
       : name_(std::move(name)), nranks_(nranks), classes_(std::move(classes)), links_(links) {}
-  // one_host() of the topology without hosts.
+  // one_host() and rank_hosts() of the topology without hosts.
   virtual bool one_host_without_hosts() const { return false; }
+  virtual std::vector<int> layout_without_hosts() const { return {}; }
+  std::vector<int> one_host_layout() const;  // every rank on host 0
 
  private:
   std::string name_;
@@ -106,6 +114,14 @@ class Topology {
 // Error(invalid_argument).
 std::unique_ptr<Topology> make_topology(std::string_view spec, int nranks, const LinkParams& link,
                                         const LinkParams& inter, const HostParams& host = {});
+
+// hier:K with any layout, named "hosts": rank r on host host_of[r] (equal
+// numbers share a host); hops inside a host take `intra`, hops across take
+// `inter` and occupy both hosts' interfaces. `host`, when set, gives every
+// host the machine model's memory and cores. What the tuner simulates for a
+// communicator across hosts (tune/model_sim.h).
+std::unique_ptr<Topology> make_host_topology(std::vector<int> host_of, const LinkParams& intra,
+                                             const LinkParams& inter, const HostParams& host = {});
 
 // The same from a JSON text (for tests); `name` labels it.
 std::unique_ptr<Topology> topology_from_json(std::string_view json_text, std::string name,

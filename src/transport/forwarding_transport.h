@@ -25,6 +25,7 @@ class ForwardingTransport : public Transport {
   // `inner` must not be null.
   explicit ForwardingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {
     CHORUS_CHECK(inner_ != nullptr);
+    set_host_layout(inner_->host_layout());  // the hosts the inner one was given
   }
 
   TransportKind kind() const override { return inner_->kind(); }

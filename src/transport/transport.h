@@ -163,6 +163,17 @@ class Transport {
   // abort requested from another thread). A later wait_some() returns at
   // once, once.
   virtual void interrupt() = 0;
+
+  // Each rank's host (host_of[r], numbered from 0 in order of first rank),
+  // as whoever made the transport found it from the ranks' own host
+  // identities (the bootstrap, run_ranks, a split); empty where it did not
+  // say, which counts as one host. The communicator's calls carry it
+  // (CollectiveSpec::host_of) without another exchange.
+  const std::vector<int>& host_layout() const { return host_layout_; }
+  void set_host_layout(std::vector<int> host_of) { host_layout_ = std::move(host_of); }
+
+ private:
+  std::vector<int> host_layout_;
 };
 
 // What a peer raises when a rank aborted for `cause`: the cause itself where

@@ -1,7 +1,11 @@
 #include "tune/calibration.h"
 
+#include "schedule/rank_math.h"
+
 #include "core/check.h"
+#include "core/first_seen.h"
 #include "core/reduce_kernels.h"
+#include "schedule/rank_math.h"
 #include "transport/window.h"
 #include "tune/rank_exchange.h"
 
@@ -267,14 +271,7 @@ std::vector<int> host_layout(Transport& t, std::string_view identity, Deadline d
   std::vector<double> ids(n, 0);
   ids[static_cast<size_t>(t.rank())] = identity_hash(identity);
   RankExchange(t, deadline).agree_max(ids);
-  std::vector<int> host_of(n);
-  std::vector<double> seen;
-  for (size_t r = 0; r < n; ++r) {
-    auto it = std::find(seen.begin(), seen.end(), ids[r]);
-    host_of[r] = static_cast<int>(it - seen.begin());
-    if (it == seen.end()) seen.push_back(ids[r]);
-  }
-  return host_of;
+  return number_by_first_seen(std::span<const double>(ids));
 }
 
 ModelCalibration calibrate_model(Transport& t, Deadline deadline,
@@ -298,74 +295,99 @@ ModelCalibration calibrate_model(Transport& t, Deadline deadline,
   };
   sample();
 
-  // 1. Ping-pong sweep, every pair at once; the slowest pair's times. First
-  // a few exchanges of 4 MiB: the transport's buffers (shm slots, socket
-  // buffers) are touched for the first time here, and the page faults and
-  // cold caches of that first pass would otherwise be charged to the small
-  // sizes measured first.
-  const int peer = rank ^ 1;
-  const bool paired = peer < t.size();
-  if (paired) {
-    // The lower rank of the pair says, before each exchange, whether to go on.
-    const auto until = Clock::now() + o.warmup;
-    for (;;) {
-      double go = rank < peer && Clock::now() < until ? 1 : 0;
-      if (rank < peer)
-        ex.send(peer, &go, sizeof go);
-      else
-        ex.recv(peer, &go, sizeof go);
-      if (go == 0) break;
-      bidirectional(ex, peer, size_t{1} << 20, 1);
+  // 1. The link: a ping-pong sweep between `peer`s (-1: this rank waits),
+  // fitted as link class `name`.
+  auto probe_link = [&](int peer, const std::string& name) {
+    const auto probe_start = Clock::now();
+    // 1. Ping-pong sweep, every pair at once; the slowest pair's times. First
+    // a few exchanges of 4 MiB: the transport's buffers (shm slots, socket
+    // buffers) are touched for the first time here, and the page faults and
+    // cold caches of that first pass would otherwise be charged to the small
+    // sizes measured first.
+    const bool paired = peer >= 0 && peer < t.size();
+    if (paired) {
+      // The lower rank of the pair says, before each exchange, whether to go on.
+      const auto until = Clock::now() + o.warmup;
+      for (;;) {
+        double go = rank < peer && Clock::now() < until ? 1 : 0;
+        if (rank < peer)
+          ex.send(peer, &go, sizeof go);
+        else
+          ex.recv(peer, &go, sizeof go);
+        if (go == 0) break;
+        bidirectional(ex, peer, size_t{1} << 20, 1);
+      }
     }
-  }
-  // Each size's ping-pong, then (above kAlphaFitMaxBytes) its exchange, in
-  // one vector so that one agree_max settles both.
-  // The sweep stops (on every rank alike) once it has used its budget: slow
-  // links measure fewer sizes, and the curve holds its last point beyond.
-  // Rounds over all sizes, keeping each size's fastest: the shm ping-pong of
-  // this host is bimodal (the same 128 KiB message measured 1.2 and 16 GB/s
-  // in consecutive jobs), and the collectives it predicts ran in the fast
-  // mode. Round 0 decides how many sizes fit the budget.
-  size_t sizes = o.pingpong_sizes.size();
-  std::vector<double> times(2 * sizes, std::numeric_limits<double>::infinity());
-  for (int k = 0; k < o.rounds; ++k)
+    // Each size's ping-pong, then (above kAlphaFitMaxBytes) its exchange, in
+    // one vector so that one agree_max settles both.
+    // The sweep stops (on every rank alike) once it has used its budget: slow
+    // links measure fewer sizes, and the curve holds its last point beyond.
+    // Rounds over all sizes, keeping each size's fastest: the shm ping-pong of
+    // this host is bimodal (the same 128 KiB message measured 1.2 and 16 GB/s
+    // in consecutive jobs), and the collectives it predicts ran in the fast
+    // mode. Round 0 decides how many sizes fit the budget.
+    size_t sizes = o.pingpong_sizes.size();
+    std::vector<double> times(2 * sizes, std::numeric_limits<double>::infinity());
+    for (int k = 0; k < o.rounds; ++k)
+      for (size_t i = 0; i < sizes; ++i) {
+        const size_t b = o.pingpong_sizes[i];
+        const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
+        sample();
+        if (paired) {
+          times[i] = std::min(
+              times[i], half_round_trip(ex, peer, b, small ? o.small_trials : o.large_trials, 2));
+          // 2. The bidirectional exchange of the same size.
+          if (!small)
+            times[sizes + i] =
+                std::min(times[sizes + i], bidirectional(ex, peer, b, o.large_trials));
+        } else {
+          times[i] = times[sizes + i] = 0;
+        }
+        if (k > 0 || small || o.sweep_budget.count() == 0) continue;
+        double elapsed = seconds_since(probe_start);
+        ex.agree_max(std::span<double>(&elapsed, 1));
+        if (elapsed * o.rounds > std::chrono::duration<double>(o.sweep_budget).count()) {
+          std::copy(times.begin() + static_cast<std::ptrdiff_t>(sizes),
+                    times.begin() + static_cast<std::ptrdiff_t>(sizes + i + 1),
+                    times.begin() + static_cast<std::ptrdiff_t>(i + 1));
+          sizes = i + 1;
+          times.resize(2 * sizes);
+          break;
+        }
+      }
+    for (double& x : times)
+      if (!std::isfinite(x)) x = 0;  // sizes at or below kAlphaFitMaxBytes have no exchange
+    ex.agree_max(times);
+    std::vector<Sample> samples, exchanges;
     for (size_t i = 0; i < sizes; ++i) {
-      const size_t b = o.pingpong_sizes[i];
-      const bool small = static_cast<double>(b) <= kAlphaFitMaxBytes;
-      sample();
-      if (paired) {
-        times[i] = std::min(
-            times[i], half_round_trip(ex, peer, b, small ? o.small_trials : o.large_trials, 2));
-        // 2. The bidirectional exchange of the same size.
-        if (!small)
-          times[sizes + i] = std::min(times[sizes + i], bidirectional(ex, peer, b, o.large_trials));
-      } else {
-        times[i] = times[sizes + i] = 0;
-      }
-      if (k > 0 || small || o.sweep_budget.count() == 0) continue;
-      double elapsed = seconds_since(start);
-      ex.agree_max(std::span<double>(&elapsed, 1));
-      if (elapsed * o.rounds > std::chrono::duration<double>(o.sweep_budget).count()) {
-        std::copy(times.begin() + static_cast<std::ptrdiff_t>(sizes),
-                  times.begin() + static_cast<std::ptrdiff_t>(sizes + i + 1),
-                  times.begin() + static_cast<std::ptrdiff_t>(i + 1));
-        sizes = i + 1;
-        times.resize(2 * sizes);
-        break;
-      }
+      const auto b = static_cast<double>(o.pingpong_sizes[i]);
+      samples.push_back({b, times[i]});
+      if (b > kAlphaFitMaxBytes) exchanges.push_back({b, times[sizes + i]});
     }
-  for (double& x : times)
-    if (!std::isfinite(x)) x = 0;  // sizes at or below kAlphaFitMaxBytes have no exchange
-  ex.agree_max(times);
-  std::vector<Sample> samples, exchanges;
-  for (size_t i = 0; i < sizes; ++i) {
-    const auto b = static_cast<double>(o.pingpong_sizes[i]);
-    samples.push_back({b, times[i]});
-    if (b > kAlphaFitMaxBytes) exchanges.push_back({b, times[sizes + i]});
+    LinkParams link = fit_link_model(name, samples);
+    link.mem_traffic = 4;  // two copies (a send's and a receive's), each a read and a write
+    fit_half_duplex(link, exchanges);
+    return link;
+  };
+  // On one host, ranks r and r ^ 1 pair up. Across hosts the class link is
+  // the network's: hosts pair up (0-1, 2-3, ...) and so do their ranks of
+  // equal local index; and where a host has several ranks, the link inside
+  // a host is fitted too, as class "shm" (r with its host's local i ^ 1), so
+  // that the model tells the two apart (tune/model_sim.h).
+  const HostGroups hosts = host_groups(out.host_of);
+  const auto me = static_cast<size_t>(rank);
+  auto rank_on = [&](int h, int i) {
+    if (h >= hosts.host_count() || i >= hosts.size_of(h)) return -1;
+    return hosts.ranks[static_cast<size_t>(h)][static_cast<size_t>(i)];
+  };
+  LinkParams link;
+  if (hosts.host_count() > 1) {
+    link = probe_link(rank_on(hosts.host[me] ^ 1, hosts.local[me]), cls);
+    if (hosts.widest > 1)
+      out.table.links["shm"] = probe_link(rank_on(hosts.host[me], hosts.local[me] ^ 1), "shm");
+  } else {
+    link = probe_link(rank ^ 1, cls);
   }
-  LinkParams link = fit_link_model(cls, samples);
-  link.mem_traffic = 4;  // two copies (a send's and a receive's), each a read and a write
-  fit_half_duplex(link, exchanges);
 
   // 2b. Where the ranks share memory, the latency of a signal: ranks 0 and
   // 1 ping-pong a flag, the others wait in agree_max. Every message hands

@@ -16,8 +16,17 @@ MachineSim::MachineSim(TuningTable table, std::string link, std::vector<int> hos
 }
 
 std::unique_ptr<Topology> MachineSim::topology(int nranks) const {
+  const bool with_hosts = fitted_ && table_.host != HostParams{};
+  if (host_of_.size() == static_cast<size_t>(nranks) &&
+      std::any_of(host_of_.begin(), host_of_.end(), [&](int h) { return h != host_of_[0]; })) {
+    // Across hosts: the ranks of a host reach each other over the table's
+    // "shm" link where it has one, and share the host's network link.
+    auto shm = table_.links.find("shm");
+    const LinkParams& intra = shm != table_.links.end() ? shm->second : link_;
+    return make_host_topology(host_of_, intra, link_, with_hosts ? table_.host : HostParams{});
+  }
   auto t = make_topology("switch", nranks, link_, link_);
-  if (!fitted_ || table_.host == HostParams{}) return t;
+  if (!with_hosts) return t;
   std::vector<int> host_of = host_of_;
   if (host_of.empty()) host_of.assign(static_cast<size_t>(nranks), 0);
   if (host_of.size() != static_cast<size_t>(nranks))

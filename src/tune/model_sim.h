@@ -4,7 +4,11 @@
 //
 // A call on N ranks becomes the algorithm's Programs on a switch (one hop per
 // message) of the transport's link class, with the ranks grouped into hosts
-// (all on one host unless host_of says otherwise), each host with the fitted
+// (all on one host unless host_of says otherwise). Where host_of puts them on
+// several hosts, the switch is make_host_topology's instead: inside a host
+// the table's "shm" link (the class link where the table has none), across
+// hosts the class link, through each host's one network interface. Each host
+// has the fitted
 // memory bandwidth and cores, and local work priced by the fitted copy and
 // kernel rates of the call's dtype and op (sim/simulator.h). The one-sided
 // algorithms (a spec with windows) run there too: a get reads its peer's

@@ -7,7 +7,11 @@
 // it (say, an algorithm that needs more ranks than the grid runs).
 //
 //   transports:   inproc (threads), shm and tcp (processes: one fork per rank
-//                 and cell, a FileStore in a fresh directory, init())
+//                 and cell, a FileStore in a fresh directory, init()), and
+//                 "hosts": processes playing two hosts of two ranks
+//                 (CHORUS_HOST_ID), joined by shm inside and tcp across, for
+//                 the algorithms that need several hosts (hier_*); threads
+//                 play hosts of two ranks too
 //   buffer kinds: user memory, and shared windows (Communicator::window)
 //                 where the transport shares memory (for the algorithms that
 //                 also run without windows, which read window buffers as
@@ -57,6 +61,7 @@
 #include "core/check.h"
 #include "perf/perf_check.h"
 #include "schedule/collective.h"
+#include "schedule/rank_math.h"
 
 #include <chorus/chorus.h>
 #include <chorus/testing.h>
@@ -134,13 +139,33 @@ bool is_mismatch(Fault f) {
   return f != Fault::timeout && f != Fault::abort && f != Fault::kill;
 }
 
-enum class Link { inproc, shm, tcp };
-constexpr Link kLinks[] = {Link::inproc, Link::shm, Link::tcp};
+// `hosts`: processes that play hosts of two ranks each (CHORUS_HOST_ID), so
+// that the bootstrap joins shm inside a host and tcp across (shm+tcp); only
+// for the algorithms that need several hosts (hier_*), at N = 4.
+enum class Link { inproc, shm, tcp, hosts };
+constexpr Link kLinks[] = {Link::inproc, Link::shm, Link::tcp, Link::hosts};
 std::string_view to_string(Link l) {
-  return l == Link::inproc ? "inproc" : l == Link::shm ? "shm" : "tcp";
+  switch (l) {
+    case Link::inproc:
+      return "inproc";
+    case Link::shm:
+      return "shm";
+    case Link::tcp:
+      return "tcp";
+    case Link::hosts:
+      return "hosts";
+  }
+  return "?";
 }
 bool shares_memory(Link l) {
-  return l != Link::tcp;
+  return l == Link::inproc || l == Link::shm;
+}
+// Ranks per host: threads and the hosts link play hosts of two; shm and tcp
+// run on one.
+constexpr int kRanksPerHost = 2;
+std::vector<int> hosts_of(Link l, int n) {
+  return l == Link::inproc || l == Link::hosts ? consecutive_hosts(n, kRanksPerHost)
+                                               : std::vector<int>(static_cast<size_t>(n), 0);
 }
 
 // 50021 elements (a prime; 195 KiB of float32) cross every algorithm's
@@ -186,19 +211,26 @@ struct CallSpec {
 CollectiveSpec spec_of(const CallSpec& c, int n, int rank, Link link) {
   CollectiveSpec s{c.collective, n, rank, c.count, dtype_size(c.type), c.root};
   s.windows = shares_memory(link);
+  s.host_of = std::make_shared<const std::vector<int>>(hosts_of(link, n));
   return s;
 }
 
-bool served(const Algorithm& a, int n, Link link) {
+bool served_on(const Algorithm& a, int n, Link link) {
   CallSpec base;
   base.collective = a.collective;
   return static_cast<bool>(supported_everywhere(a, spec_of(base, n, 0, link)));
 }
 
+bool served(const Algorithm& a, int n, Link link) {
+  // The hosts link carries what one host cannot: N = 4, two hosts.
+  if (link == Link::hosts) return n == 4 && served_on(a, n, link) && !served_on(a, n, Link::shm);
+  return served_on(a, n, link);
+}
+
 // Another algorithm of the same collective that serves the call, if any.
 const Algorithm* other_algorithm(const Algorithm& a, int n, Link link) {
   for (const Algorithm* b : algorithms_for(a.collective))
-    if (b != &a && served(*b, n, link)) return b;
+    if (b != &a && served_on(*b, n, link)) return b;
   return nullptr;
 }
 
@@ -597,7 +629,7 @@ Outcome run_threads(const Cell& cell, const Gates& gates) {
   out.killed.assign(static_cast<size_t>(cell.n), false);
   std::mutex mu;
   try {
-    testing::run_ranks(cell.n, [&](Communicator& comm) {
+    testing::run_ranks(hosts_of(cell.link, cell.n), [&](Communicator& comm) {
       const std::string p = rank_body(comm, cell, gates, false);
       std::lock_guard lock(mu);
       out.problems[static_cast<size_t>(comm.rank())] = p;
@@ -626,13 +658,17 @@ Outcome run_processes(const Cell& cell, const Gates& gates, const fs::path& dir)
     if (pid == 0) {
       ::close(fds[0]);
       ::setenv("CHORUS_TUNING_FILE", tuning.c_str(), 1);
+      if (cell.link == Link::hosts)
+        ::setenv("CHORUS_HOST_ID",
+                 str_cat("fault-grid-host-", hosts_of(cell.link, cell.n)[r]).c_str(), 1);
       std::string result;
       try {
         InitOptions o;
         o.rank = static_cast<int>(r);
         o.world_size = cell.n;
         o.store = store;
-        o.transport = std::string(to_string(cell.link));
+        // The hosts link: whatever the bootstrap joins (shm+tcp).
+        if (cell.link != Link::hosts) o.transport = std::string(to_string(cell.link));
         o.timeout = milliseconds(20000);
         Communicator comm = init(o);
         result = rank_body(comm, cell, gates, true);

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 namespace chorus {
 namespace {
@@ -251,6 +252,55 @@ TEST(Simulator, DeadlockAndMismatchAreErrors) {
     Progs p(3);
     EXPECT_THROW(run(p.finish(), *t), Error);  // 3 programs, 2-rank topology
   }
+}
+
+// --- hosts ---------------------------------------------------------------------
+
+// The hierarchical algorithms take their hosts from the topology (rank_hosts,
+// as sim_sweep hands them on): hier:K's consecutive hosts, a JSON topology's
+// "hosts" (uneven here), make_host_topology's layout.
+TEST(Simulator, HierAlgorithmsRunOnTheTopologysHosts) {
+  const LinkParams intra{"intra", 1e-6, 10e9};
+  const LinkParams inter{"inter", 50e-6, 62.5e6};
+  const auto json = topology_from_json(
+      R"({"nodes": 4, "hosts": [[0, 1, 2], [3]],
+          "links": [{"from": 0, "to": 1, "alpha": "1us", "beta": "10GB/s", "duplex": true},
+                    {"from": 1, "to": 2, "alpha": "1us", "beta": "10GB/s", "duplex": true},
+                    {"from": 0, "to": 2, "alpha": "1us", "beta": "10GB/s", "duplex": true},
+                    {"from": 2, "to": 3, "alpha": "50us", "beta": "62.5MB/s", "duplex": true}]})",
+      "uneven.json", 4);
+  EXPECT_EQ(json->rank_hosts(), (std::vector<int>{0, 0, 0, 1}));
+  const auto hier4 = make_topology("hier:4", 8, intra, inter);
+  EXPECT_EQ(hier4->rank_hosts(), (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
+  const auto mixed = make_host_topology({0, 1, 0, 1, 1}, intra, inter);
+  EXPECT_EQ(mixed->rank_hosts(), (std::vector<int>{0, 1, 0, 1, 1}));
+  EXPECT_EQ(make_topology("switch", 3, intra, inter)->rank_hosts(), (std::vector<int>{0, 0, 0}));
+  size_t ran = 0;
+  for (const Topology* t : {json.get(), hier4.get(), mixed.get()})
+    for (const Algorithm& a : all_algorithms()) {
+      if (a.name.substr(0, 5) != "hier_") continue;
+      CollectiveSpec spec{a.collective, t->nranks(), 0, 4096, 4, 0};
+      spec.host_of = std::make_shared<const std::vector<int>>(t->rank_hosts());
+      ASSERT_TRUE(supports(a, spec)) << a.name << " on " << t->name();
+      const SimResult r = simulate(build_all(a, spec), *t, SimOptions{1, 1e-10, 4});
+      EXPECT_GT(r.time, 0) << a.name << " on " << t->name();
+      EXPECT_TRUE(std::isfinite(r.time));
+      ++ran;
+    }
+  EXPECT_EQ(ran, 15u);
+  // 16 MiB on 2 hosts of 4 behind 500 Mbit/s links: the two-level AllReduce
+  // sends M across each host's link, the ring 14 steps of M/8 (ranks 3 and 7
+  // cross at every step): 1.75 times the bytes.
+  CollectiveSpec big{Collective::allreduce, 8, 0, size_t{4} << 20, 4, 0};
+  big.host_of = std::make_shared<const std::vector<int>>(hier4->rank_hosts());
+  const double hier =
+      simulate(build_all(*find_algorithm(Collective::allreduce, "hier_two_level"), big), *hier4,
+               SimOptions{1, 1e-10, 4})
+          .time;
+  const double ring = simulate(build_all(*find_algorithm(Collective::allreduce, "ring"), big),
+                               *hier4, SimOptions{1, 1e-10, 4})
+                          .time;
+  EXPECT_LT(hier, ring / 1.5);
 }
 
 // --- closed forms ---------------------------------------------------------------

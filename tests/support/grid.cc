@@ -233,6 +233,7 @@ size_t run_every_algorithm(Communicator& comm, bool include_large,
   const int n = comm.size();
   size_t cases_run = 0;
   size_t algos = 0;
+  size_t hierarchical = 0;  // hier_* algorithms that ran some case
   std::vector<std::string> errors;
   for (const Algorithm& a : all_algorithms()) {
     if (!has_data(a.collective)) continue;
@@ -244,6 +245,7 @@ size_t run_every_algorithm(Communicator& comm, bool include_large,
     }
     auto e = run_grid(comm, served, std::string(a.name), cache);
     cases_run += served.size();
+    if (a.name.starts_with("hier_") && !served.empty()) ++hierarchical;
     errors.insert(errors.end(), e.begin(), e.end());
   }
   for (const Algorithm* a : algorithms_for(Collective::barrier)) {
@@ -253,8 +255,10 @@ size_t run_every_algorithm(Communicator& comm, bool include_large,
     comm.barrier(o);
   }
   for (const auto& e : errors) std::printf("MISMATCH %s\n", e.c_str());
-  std::printf("grid: rank %d of %d, %zu algorithms, %zu cases x 2 calls, %zu mismatches\n",
-              comm.rank(), n, algos, cases_run, errors.size());
+  std::printf(
+      "grid: rank %d of %d, %zu algorithms (%zu hierarchical), %zu cases x 2 calls, %zu "
+      "mismatches\n",
+      comm.rank(), n, algos, hierarchical, cases_run, errors.size());
   return errors.size();
 }
 

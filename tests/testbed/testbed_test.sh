@@ -14,7 +14,8 @@
 #   grid_switch_4x1  the collective grid (tb_check grid) on 4 hosts x 1 rank,
 #                    switch, 1gbit: every rank picks tcp
 #   grid_switch_2x2  the same on 2 hosts x 2 ranks: shm within a host, tcp
-#                    across (the composite transport)
+#                    across (the composite transport); the hierarchical
+#                    algorithms (hier_*) among them
 #   split_2x2        2 hosts x 2 ranks: split_by_host gives each rank the two
 #                    ranks of its host, over shm, and every split check
 #                    (tb_check split) passes over the composite transport
@@ -143,6 +144,10 @@ run_grid() {
   local ranks=$((hosts * per_host))
   expect_count "GRID OK rank" "$ranks" "$log"
   expect_count "transport $transport" "$ranks" "$log"
+  # Several hosts with several ranks: the hierarchical algorithms ran too.
+  if [ "$hosts" -gt 1 ] && [ "$per_host" -gt 1 ]; then
+    expect_count "\(5 hierarchical\)" "$ranks" "$log"
+  fi
 }
 
 case_lifecycle() {

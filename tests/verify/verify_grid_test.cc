@@ -17,13 +17,16 @@
 // (allreduce_Ring_N1000_Count1000003) so that ctest -j spreads them.
 #include "algorithms/algorithm.h"
 #include "analysis/verify_algorithm.h"
+#include "schedule/rank_math.h"
 #include "verify/verifier.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -136,6 +139,114 @@ TEST_P(VerifyGrid, ProvesTheCollective) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, VerifyGrid, ::testing::ValuesIn(all_params()), param_name);
+
+// The algorithms that need several hosts (hier_*), which decline every spec
+// above (no hosts), proven on host layouts: at each N, hosts of K
+// consecutive ranks for K in {2, 3, 4, 8} below N, and uneven or
+// interleaved layouts, every count, both roots.
+struct HostsParam {
+  const Algorithm* algo;
+  int nranks;
+  std::vector<std::vector<int>> layouts;  // each rank's host, per layout
+};
+
+void PrintTo(const HostsParam& p, std::ostream* os) {
+  *os << to_string(p.algo->collective) << "/" << p.algo->name << " N=" << p.nranks << " ("
+      << p.layouts.size() << " layouts)";
+}
+
+bool needs_hosts(const Algorithm& a) {
+  CollectiveSpec spec{a.collective, 4, 0, 1, 4, 0};
+  if (supports(a, spec)) return false;
+  spec.host_of = std::make_shared<const std::vector<int>>(consecutive_hosts(4, 2));
+  return static_cast<bool>(supports(a, spec));
+}
+
+std::vector<HostsParam> hosts_params() {
+  std::vector<HostsParam> out;
+  const std::vector<std::vector<int>> uneven = {
+      {0, 0, 0, 1},          {0, 1, 1, 1},          {0, 0, 1, 2, 2, 2}, {0, 1, 0, 1},
+      {0, 1, 2, 0, 1, 2, 0}, {0, 0, 0, 0, 0, 1, 2}, {3, 3, 1, 1, 1}};
+  for (const Algorithm& a : all_algorithms()) {
+    if (!needs_hosts(a)) continue;
+#ifdef CHORUS_REDUCED_GRIDS
+    const std::vector<int> ns = {3, 4, 5, 8, 13, 16};
+#else
+    const std::vector<int> ns = {3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 31, 32, 33, 64, 96};
+#endif
+    for (int n : ns) {
+      HostsParam p{&a, n, {}};
+      for (int k : {2, 3, 4, 8})
+        if (k < n) p.layouts.push_back(consecutive_hosts(n, k));
+      for (const std::vector<int>& l : uneven)
+        if (static_cast<int>(l.size()) == n) p.layouts.push_back(l);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+class HostsGrid : public ::testing::TestWithParam<HostsParam> {};
+
+TEST_P(HostsGrid, ProvesTheCollectiveOnEveryLayout) {
+  const HostsParam& p = GetParam();
+  for (const std::vector<int>& layout : p.layouts)
+    for (size_t count : grid_counts(p.nranks)) {
+      std::vector<int> roots{0, p.nranks - 1};
+      if (!rooted(p.algo->collective)) roots = {0};
+      for (int root : roots) {
+        CollectiveSpec spec{p.algo->collective, p.nranks, 0, count, 4, root};
+        spec.host_of = std::make_shared<const std::vector<int>>(layout);
+        std::ostringstream where;
+        where << "hosts";
+        for (int h : layout) where << ' ' << h;
+        where << ", count " << count << ", root " << root;
+        const VerifyResult r = verify(*p.algo, spec);
+        ASSERT_TRUE(r.supported) << where.str() << ": " << r.reason;
+        EXPECT_TRUE(r.ok()) << where.str() << ": " << (r.ok() ? "" : r.error->message);
+        EXPECT_TRUE(r.in_place_checked) << where.str();
+      }
+    }
+}
+
+std::string hosts_param_name(const ::testing::TestParamInfo<HostsParam>& param_info) {
+  std::string name = std::string(to_string(param_info.param.algo->collective)) + "_" +
+                     std::string(param_info.param.algo->name) + "_N" +
+                     std::to_string(param_info.param.nranks);
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, HostsGrid, ::testing::ValuesIn(hosts_params()),
+                         hosts_param_name);
+
+// Without hosts, or with one host, or with every rank alone on its host,
+// they decline, and say why.
+TEST(HostsGrid, DeclinesWithoutSeveralHostsAndSaysWhy) {
+  size_t checked = 0;
+  for (const Algorithm& a : all_algorithms()) {
+    if (!needs_hosts(a)) continue;
+    ++checked;
+    CollectiveSpec spec{a.collective, 4, 0, 16, 4, 0};
+    Support s = supports(a, spec);
+    EXPECT_FALSE(s);
+    EXPECT_NE(s.reason.find("hosts"), std::string::npos) << s.reason;
+    spec.host_of = std::make_shared<const std::vector<int>>(std::vector<int>{7, 7, 7, 7});
+    s = supports(a, spec);
+    EXPECT_FALSE(s);
+    EXPECT_NE(s.reason.find("on one"), std::string::npos) << s.reason;
+    spec.host_of = std::make_shared<const std::vector<int>>(std::vector<int>{0, 1, 2, 3});
+    s = supports(a, spec);
+    EXPECT_FALSE(s);
+    EXPECT_NE(s.reason.find("host of its own"), std::string::npos) << s.reason;
+    spec.host_of = std::make_shared<const std::vector<int>>(std::vector<int>{0, 0, 1});
+    s = supports(a, spec);
+    EXPECT_FALSE(s);
+    EXPECT_NE(s.reason.find("3 ranks, not 4"), std::string::npos) << s.reason;
+  }
+  EXPECT_EQ(checked, 5u) << "hier_two_level of four collectives and hier_leader";
+}
 
 }  // namespace
 }  // namespace chorus

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Tables of bench/testbed/run.sh's `hier` part: AllReduce on 2 hosts x 4
+ranks and 4 x 2, the best hierarchical chorus algorithm against the best
+flat one, chorus's own pick, Open MPI and Gloo (median out-of-place time
+over the rounds), and each host's inter-host bytes for one two-level
+AllReduce against 2(H-1)/H M.
+
+    python3 bench/testbed/hier_table.py OUT      (OUT as run.sh's -o)
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+HIER = ("hier_two_level", "hier_leader")
+
+
+def size_label(b):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div and b % div == 0:
+            return f"{b // div} {unit}"
+    return f"{b} B"
+
+
+def chorus_round(paths):
+    """{algo: {size: seconds}} and {size: (picked algo, seconds)} of one round."""
+    times, auto = {}, {}
+    for path in paths:
+        rows = json.load(open(path))["rows"]
+        seen = set()
+        for r in rows:
+            size, cell = r["size_B"], r["out_of_place"]
+            if cell is None:
+                continue
+            t = cell["time_us"] * 1e-6
+            if size not in seen:  # -a lists auto first: a size's first row is chorus's pick
+                seen.add(size)
+                auto[size] = (r["algo"], t)
+                continue
+            times.setdefault(r["algo"], {})[size] = t
+    return times, auto
+
+
+def text_round(path):
+    """{size: seconds} from a compare program's table (bytes ... time_us at column 6)."""
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 8 and not f[0].startswith("#"):
+            try:
+                out[int(f[0])] = float(f[5]) * 1e-6
+            except ValueError:
+                pass
+    return out
+
+
+def median_of(rounds, key):
+    vals = [r[key] for r in rounds if key in r]
+    return statistics.median(vals) if vals else None
+
+
+def ms(t):
+    return f"{t * 1e3:.3f}" if t is not None else "-"
+
+
+def table(header, rows):
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print()
+
+
+def layout_tables(out, layout):
+    rounds = sorted({p.rsplit(".", 2)[-2] for p in glob.glob(f"{out}/hier/{layout}.chorus_*.json")})
+    if not rounds:
+        return
+    per_algo, autos = {}, []
+    for rd in rounds:
+        times, auto = chorus_round(sorted(glob.glob(f"{out}/hier/{layout}.chorus_*.{rd}.json")))
+        for algo, by_size in times.items():
+            per_algo.setdefault(algo, []).append(by_size)
+        autos.append(auto)
+    others = {}
+    for system in ("openmpi", "gloo"):
+        paths = sorted(glob.glob(f"{out}/hier/{layout}.{system}.*"))
+        if paths:
+            others[system] = [text_round(p) for p in paths]
+    sizes = sorted({s for rs in per_algo.values() for r in rs for s in r})
+    h, k = layout.split("x")
+    print(f"### AllReduce, {h} hosts x {k} ranks, median of {len(rounds)} rounds (ms)\n")
+    rows = []
+    for s in sizes:
+        med = {a: median_of(rs, s) for a, rs in per_algo.items()}
+        flat = {a: t for a, t in med.items() if t is not None and a not in HIER}
+        hier = {a: t for a, t in med.items() if t is not None and a in HIER}
+        bf = min(flat, key=flat.get) if flat else None
+        bh = min(hier, key=hier.get) if hier else None
+        picks = [a[s] for a in autos if s in a]
+        pick_t = statistics.median(t for _, t in picks) if picks else None
+        pick_names = sorted({n for n, _ in picks})
+        row = [size_label(s), f"{bf} {ms(flat[bf])}" if bf else "-",
+               f"{bh} {ms(hier[bh])}" if bh else "-",
+               f"{flat[bf] / hier[bh]:.2f}" if bf and bh else "-",
+               f"{'/'.join(pick_names)} {ms(pick_t)}" if picks else "-",
+               f"{flat[bf] / pick_t:.2f}" if bf and pick_t else "-"]
+        for system in ("openmpi", "gloo"):
+            t = median_of(others.get(system, []), s)
+            row.append(ms(t))
+            row.append(f"{t / hier[bh]:.2f}" if t and bh else "-")
+        rows.append(row)
+    table(["size", "best flat", "best hier", "best flat / best hier", "chorus pick",
+           "best flat / pick", "Open MPI", "/ best hier", "Gloo", "/ best hier"], rows)
+
+    veth = f"{out}/hier/{layout}.veth"
+    if os.path.exists(veth):
+        job = {}
+        for line in open(veth):
+            f = line.split()
+            size, host, hosts = int(f[1]), int(f[3]), int(f[5])
+            tx0, rx0, tx1, rx1 = int(f[7]), int(f[8]), int(f[10]), int(f[11])
+            job[(size, host)] = (tx1 - tx0, rx1 - rx0)
+        m = max(s for s, _ in job)
+        want = 2 * (hosts - 1) / hosts * m
+        print(f"Inter-host bytes of one hier_two_level AllReduce of {size_label(m)} "
+              f"(the job's eth0 bytes less an 8-byte job's), against 2(H-1)/H M = {want:.0f} B:\n")
+        rows = []
+        for host in range(hosts):
+            tx = job[(m, host)][0] - job[(8, host)][0]
+            rx = job[(m, host)][1] - job[(8, host)][1]
+            rows.append([str(host), str(tx), f"{tx / want:.3f}", str(rx), f"{rx / want:.3f}"])
+        table(["host", "sent B", "/ 2(H-1)/H M", "received B", "/ 2(H-1)/H M"], rows)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "build-testbed-bench"
+    for layout in ("2x4", "4x2"):
+        layout_tables(out, layout)
+
+
+if __name__ == "__main__":
+    main()
