@@ -28,14 +28,15 @@ def chorus_round(paths):
     times, auto = {}, {}
     for path in paths:
         rows = json.load(open(path))["rows"]
-        seen = set()
-        for r in rows:
+        last = {}
+        for i, r in enumerate(rows):
+            last[r["size_B"]] = i
+        for i, r in enumerate(rows):
             size, cell = r["size_B"], r["out_of_place"]
             if cell is None:
                 continue
             t = cell["time_us"] * 1e-6
-            if size not in seen:  # -a lists auto first: a size's first row is chorus's pick
-                seen.add(size)
+            if last[size] == i:  # -a lists auto last: a size's last row is chorus's pick
                 auto[size] = (r["algo"], t)
                 continue
             times.setdefault(r["algo"], {})[size] = t
@@ -115,22 +116,21 @@ def layout_tables(out, layout):
 
     veth = f"{out}/hier/{layout}.veth"
     if os.path.exists(veth):
-        job = {}
-        for line in open(veth):
-            f = line.split()
-            size, host, hosts = int(f[1]), int(f[3]), int(f[5])
-            tx0, rx0, tx1, rx1 = int(f[7]), int(f[8]), int(f[10]), int(f[11])
-            job[(size, host)] = (tx1 - tx0, rx1 - rx0)
-        m = max(s for s, _ in job)
-        want = 2 * (hosts - 1) / hosts * m
-        print(f"Inter-host bytes of one hier_two_level AllReduce of {size_label(m)} "
-              f"(the job's eth0 bytes less an 8-byte job's), against 2(H-1)/H M = {want:.0f} B:\n")
+        hosts = int(h)
         rows = []
-        for host in range(hosts):
-            tx = job[(m, host)][0] - job[(8, host)][0]
-            rx = job[(m, host)][1] - job[(8, host)][1]
-            rows.append([str(host), str(tx), f"{tx / want:.3f}", str(rx), f"{rx / want:.3f}"])
-        table(["host", "sent B", "/ 2(H-1)/H M", "received B", "/ 2(H-1)/H M"], rows)
+        for line in open(veth):
+            # HOST BYTES OK rank R: eth0 sent S B, received V B during an AllReduce of M B
+            f = line.replace(":", "").split()
+            rank, sent, received, m = int(f[4]), int(f[7]), int(f[10]), int(f[-2])
+            want = 2 * (hosts - 1) / hosts * m
+            rows.append([str(rank), str(sent), f"{sent / want:.3f}", str(received),
+                         f"{received / want:.3f}"])
+        if rows:
+            print(f"Each host's eth0 during one hier_two_level AllReduce of {size_label(m)} "
+                  f"(tb_check host-bytes; TCP/IP headers and ACKs included), against "
+                  f"2(H-1)/H M = {want:.0f} B:\n")
+            table(["host's first rank", "sent B", "/ 2(H-1)/H M", "received B", "/ 2(H-1)/H M"],
+                  rows)
 
 
 def main():

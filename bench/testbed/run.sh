@@ -32,19 +32,21 @@
 #   hier     AllReduce 8 B to 64 MiB (factor 4) on 2 hosts x 4 ranks and 4 x 2
 #            at RATE (use -r 500mbit): chorus's flat algorithms, its
 #            hierarchical ones and its own pick (auto; ring, bidir_ring and
-#            halving_doubling above 256 KiB, where the others are log N
-#            times the bytes), Open MPI (-npernode, btl tcp,vader) and Gloo,
+#            halving_doubling from 1 MiB, where the others are log N times
+#            the bytes), Open MPI (btl tcp,vader) and Gloo at the same sizes,
 #            ROUNDS rounds taking turns -> OUT/hier/<layout>.<system>.<round>;
-#            then the bytes each host's eth0 sent and received in a job of
-#            one hier_two_level AllReduce of 64 MiB, less a job of 8 B ->
+#            then the bytes each host's eth0 sent and received during one
+#            hier_two_level AllReduce of 64 MiB (tb_check host-bytes) ->
 #            OUT/hier/<layout>.veth
 #            (bench/testbed/hier_table.py OUT prints the tables)
+#   hier_peers  the Open MPI and Gloo rounds of `hier` alone
 # then: python3 bench/testbed/analyze.py OUT
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 testbed="$root/scripts/testbed"
 rate=1gbit rates="1gbit 500mbit 250mbit" hosts=8 iters=5 warmup=2 rounds=3 max=64M min_time=0
+skip_chorus=""  # hier_peers: the hier part without its chorus runs
 out="$root/build-testbed-bench"
 while getopts "r:R:H:e:n:w:m:k:o:" opt; do
   case $opt in
@@ -171,10 +173,34 @@ part_compare() {
   done
 }
 
-# Bytes host H's eth0 has sent and received: "TX RX".
-eth0_bytes() {
-  "$testbed" exec --name "$name" "$1" -- cat /sys/class/net/eth0/statistics/tx_bytes \
-    /sys/class/net/eth0/statistics/rx_bytes | tr '\n' ' '
+# The lines of every rank that start with $1, without testbed run's prefix.
+rank_lines() { sed -n "s/^\[[0-9]*\] \($1\)/\1/p"; }
+
+# Open MPI and Gloo on the testbed that is up, LAYOUT H K ROUND: the sizes of
+# the chorus sweeps (8 B to 256 KiB, 1 MiB to MAXBYTES, factor 4).
+hier_peers_round() {
+  local layout=$1 h=$2 k=$3 round=$4 dir="$out/hier" cmp="$build-compare/compare" i sweep store
+  local addrs
+  addrs=$(for ((i = 1; i <= h; i++)); do printf "198.18.0.%d:%d," "$i" "$k"; done)
+  : >"$dir/$layout.openmpi.$round"
+  : >"$dir/$layout.gloo.$round"
+  for sweep in "-b 8 -e 256K -w 3" "-b 1M -e $max -w $warmup"; do
+    # shellcheck disable=SC2086 # the sweep's flags are words
+    "$testbed" exec --name "$name" 0 -- mpirun --allow-run-as-root -np $((h * k)) \
+      -H "${addrs%,}" --mca plm_rsh_agent "$testbed rsh --name $name" \
+      --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,vader,self --mca btl_tcp_if_include eth0 \
+      --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1 \
+      "$cmp/mpi_openmpi" $sweep -f 4 -n "$iters" >>"$dir/$layout.openmpi.$round"
+    store=$(mktemp -d)
+    "$testbed" run --name "$name" --ranks-per-host "$k" -- sh -c "exec '$cmp/gloo_allreduce' \
+      --rank \$CHORUS_RANK --size \$CHORUS_WORLD_SIZE --store '$store' --host \$CHORUS_TCP_ADDR \
+      $sweep -f 4 -n $iters" | rank0 >>"$dir/$layout.gloo.$round"
+    rm -rf "$store"
+  done
+}
+
+part_hier_peers() {
+  skip_chorus=1 part_hier
 }
 
 part_hier() {
@@ -184,55 +210,41 @@ part_hier() {
   mpicxx.openmpi -O2 -std=c++20 -o "$cmp/mpi_openmpi" "$root/bench/compare/mpi_allreduce.cc"
   g++ -O2 -std=c++20 -o "$cmp/gloo_allreduce" "$root/bench/compare/gloo_allreduce.cc" -lgloo -pthread
   echo "{\"rate\": \"$rate\", \"rate_bits\": $(rate_bits "$rate")}" >"$dir/params.json"
-  local small=(-b 8 -e 256K -f 4 -n "$iters" -w "$warmup")
+  local small=(-b 8 -e 256K -f 4 -n "$iters" -w 3)
   local large=(-b 1M -e "$max" -f 4 -n "$iters" -w "$warmup")
   for layout in 2x4 4x2; do
     h=${layout%x*} k=${layout#*x}
     "$testbed" up --name "$name" --hosts "$h" --rate "$rate" >/dev/null
-    local addrs
-    addrs=$(for ((i = 1; i <= h; i++)); do printf "198.18.0.%d:%d," "$i" "$k"; done)
     for ((round = 1; round <= rounds; round++)); do
+      if [ -n "$skip_chorus" ]; then
+        hier_peers_round "$layout" "$h" "$k" "$round"
+        echo "hier_peers $layout: round $round of $rounds done"
+        continue
+      fi
       "$testbed" run --name "$name" --ranks-per-host "$k" -- "$perf" allreduce "${small[@]}" \
-        -a auto,ring,bidir_ring,halving_doubling,recursive_doubling,double_binary_tree,reduce_broadcast,hier_two_level,hier_leader \
+        -a ring,bidir_ring,halving_doubling,recursive_doubling,double_binary_tree,reduce_broadcast,hier_two_level,hier_leader,auto \
         --json "$dir/$layout.chorus_small.$round.json" >/dev/null
       "$testbed" run --name "$name" --ranks-per-host "$k" -- "$perf" allreduce "${large[@]}" \
-        -a auto,ring,bidir_ring,halving_doubling,hier_two_level,hier_leader \
+        -a ring,bidir_ring,halving_doubling,hier_two_level,hier_leader,auto \
         --json "$dir/$layout.chorus_large.$round.json" >/dev/null
-      "$testbed" exec --name "$name" 0 -- mpirun --allow-run-as-root -np $((h * k)) \
-        -H "${addrs%,}" --mca plm_rsh_agent "$testbed rsh --name $name" \
-        --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,vader,self --mca btl_tcp_if_include eth0 \
-        --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1 \
-        "$cmp/mpi_openmpi" -b 8 -e "$max" -f 4 -n "$iters" -w "$warmup" >"$dir/$layout.openmpi.$round"
-      local store
-      store=$(mktemp -d)
-      "$testbed" run --name "$name" --ranks-per-host "$k" -- sh -c "exec '$cmp/gloo_allreduce' \
-        --rank \$CHORUS_RANK --size \$CHORUS_WORLD_SIZE --store '$store' --host \$CHORUS_TCP_ADDR \
-        -b 8 -e $max -f 4 -n $iters -w $warmup" | rank0 >"$dir/$layout.gloo.$round"
-      rm -rf "$store"
+      hier_peers_round "$layout" "$h" "$k" "$round"
       echo "hier $layout: round $round of $rounds done"
     done
-    # Inter-host bytes of one two-level AllReduce of 64 MiB: a job of one
-    # such call less a job of one 8-byte call (the same set-up, store and
-    # cached model), each host's eth0 counters before and after each job.
-    local tb="$build/tests/testbed/tb_check" job size before=() after=()
-    CHORUS_ALGO=hier_two_level "$testbed" run --name "$name" --ranks-per-host "$k" -- "$tb" allreduce 8 >/dev/null
-    : >"$dir/$layout.veth"
-    for size in 8 $((64 << 20)); do
-      for ((i = 0; i < h; i++)); do before[i]=$(eth0_bytes "$i"); done
-      CHORUS_ALGO=hier_two_level "$testbed" run --name "$name" --ranks-per-host "$k" -- "$tb" allreduce "$size" |
-        grep -c "ALLREDUCE OK" >/dev/null
-      for ((i = 0; i < h; i++)); do
-        after[i]=$(eth0_bytes "$i")
-        echo "size $size host $i hosts $h tx_rx_before ${before[i]} tx_rx_after ${after[i]}" >>"$dir/$layout.veth"
-      done
-    done
+    if [ -n "$skip_chorus" ]; then
+      "$testbed" down --name "$name" >/dev/null
+      continue
+    fi
+    # Inter-host bytes of one two-level AllReduce of 64 MiB, counted on each
+    # host's eth0 inside the job, between barriers, after a first call.
+    CHORUS_ALGO=hier_two_level "$testbed" run --name "$name" --ranks-per-host "$k" -- \
+      "$build/tests/testbed/tb_check" host-bytes $((64 << 20)) | rank_lines "HOST BYTES" >"$dir/$layout.veth"
     cat "$dir/$layout.veth"
     "$testbed" down --name "$name" >/dev/null
   done
 }
 
 for part in "$@"; do
-  case $part in cpu | switch | ring | sim | compare | hier) ;; *) echo "run.sh: unknown part '$part'" >&2; exit 2 ;; esac
+  case $part in cpu | switch | ring | sim | compare | hier | hier_peers) ;; *) echo "run.sh: unknown part '$part'" >&2; exit 2 ;; esac
 done
 for part in "$@"; do
   before=$(load) start=$(date -u +%FT%TZ)

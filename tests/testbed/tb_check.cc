@@ -9,6 +9,11 @@
 //                            even) in float32 sum; in and out of place; every
 //                            output element compared exactly
 //   tb_check allreduce BYTES one float32 sum AllReduce of BYTES, checked
+//   tb_check host-bytes BYTES
+//                            the bytes this host's eth0 sent and received
+//                            during one float32 sum AllReduce of BYTES (after
+//                            a first one, between barriers), checked; the
+//                            first rank of each host prints them
 //   tb_check host-death DIR VICTIM
 //                            16 MiB AllReduces until one fails; the driver
 //                            kills rank VICTIM's host and writes the time
@@ -130,6 +135,38 @@ int run_allreduce(size_t bytes) {
   const bool ok = holds_sum(v, comm.size());
   std::printf("%s rank %d of %d: %zu B allreduced\n", ok ? "ALLREDUCE OK" : "ALLREDUCE WRONG",
               comm.rank(), comm.size(), v.size() * sizeof(float));
+  return ok ? 0 : 1;
+}
+
+// Bytes this host's eth0 has sent and received so far.
+std::pair<long long, long long> eth0_bytes() {
+  auto read = [](const char* what) {
+    std::ifstream in(std::string("/sys/class/net/eth0/statistics/") + what);
+    long long v = -1;
+    in >> v;
+    return v;
+  };
+  return {read("tx_bytes"), read("rx_bytes")};
+}
+
+int run_host_bytes(size_t bytes) {
+  Communicator comm = init_from_env();
+  Communicator host = comm.split_by_host();
+  std::vector<float> v(bytes / sizeof(float));
+  fill(v, comm.rank());
+  comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  fill(v, comm.rank());
+  comm.barrier();
+  const auto before = eth0_bytes();
+  comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  comm.barrier();
+  const auto after = eth0_bytes();
+  const bool ok = holds_sum(v, comm.size()) && before.first >= 0;
+  if (host.rank() == 0)
+    std::printf("%s rank %d: eth0 sent %lld B, received %lld B during an AllReduce of %zu B\n",
+                ok ? "HOST BYTES OK" : "HOST BYTES WRONG", comm.rank(),
+                after.first - before.first, after.second - before.second,
+                v.size() * sizeof(float));
   return ok ? 0 : 1;
 }
 
@@ -262,8 +299,8 @@ int run_split() {
 int usage() {
   std::fprintf(
       stderr,
-      "usage: tb_check grid | split | allreduce BYTES | host-death DIR VICTIM | partition DIR "
-      "CUT\n");
+      "usage: tb_check grid | split | allreduce BYTES | host-bytes BYTES | host-death DIR VICTIM "
+      "| partition DIR CUT\n");
   return 2;
 }
 
@@ -278,6 +315,8 @@ int main(int argc, char** argv) {
     if (args[0] == "split" && args.size() == 1) return chorus::run_split();
     if (args[0] == "allreduce" && args.size() == 2)
       return chorus::run_allreduce(std::stoull(args[1]));
+    if (args[0] == "host-bytes" && args.size() == 2)
+      return chorus::run_host_bytes(std::stoull(args[1]));
     if (args[0] == "host-death" && args.size() == 3)
       return chorus::run_host_death(args[1], std::stoi(args[2]));
     if (args[0] == "partition" && args.size() == 3)
