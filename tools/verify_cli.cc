@@ -135,31 +135,29 @@ std::vector<const Algorithm*> chosen_algorithms(const std::vector<Collective>& c
   return out;
 }
 
-// --ranks: rank counts >= 1.
-std::vector<int> rank_counts(const std::string& text) {
-  std::vector<int> ranks;
+// A comma list of rank counts >= 1 given to `flag`.
+std::vector<int> counts_of(const std::string& text, std::string_view flag) {
+  std::vector<int> out;
   for (const std::string& r : split(text)) {
     char* end = nullptr;
     const long v = std::strtol(r.c_str(), &end, 10);
     if (*end != '\0' || v < 1 || v > 1 << 20)
-      fail(ErrorCode::invalid_argument, "--ranks: '", r, "' is not a rank count >= 1");
-    ranks.push_back(static_cast<int>(v));
+      fail(ErrorCode::invalid_argument, flag, ": '", r, "' is not a rank count >= 1");
+    out.push_back(static_cast<int>(v));
   }
-  return ranks;
+  return out;
+}
+
+// --ranks: rank counts >= 1.
+std::vector<int> rank_counts(const std::string& text) {
+  return counts_of(text, "--ranks");
 }
 
 // --hosts at N ranks: null without it; "K": hosts of K consecutive ranks;
 // "K1,K2,...": hosts of those sizes, which must add up to N.
 std::shared_ptr<const std::vector<int>> hosts_at(const std::string& text, int n) {
   if (text.empty()) return nullptr;
-  std::vector<int> sizes;
-  for (const std::string& k : split(text)) {
-    char* end = nullptr;
-    const long v = std::strtol(k.c_str(), &end, 10);
-    if (*end != '\0' || v < 1 || v > 1 << 20)
-      fail(ErrorCode::invalid_argument, "--hosts: '", k, "' is not a rank count >= 1");
-    sizes.push_back(static_cast<int>(v));
-  }
+  const std::vector<int> sizes = counts_of(text, "--hosts");
   if (sizes.empty()) fail(ErrorCode::invalid_argument, "--hosts: no host sizes in '", text, "'");
   if (sizes.size() == 1)
     return std::make_shared<const std::vector<int>>(consecutive_hosts(n, sizes[0]));

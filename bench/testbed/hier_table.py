@@ -13,14 +13,10 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from analyze import size_label, table  # noqa: E402  (the tables look alike)
+
 HIER = ("hier_two_level", "hier_leader")
-
-
-def size_label(b):
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= div and b % div == 0:
-            return f"{b // div} {unit}"
-    return f"{b} B"
 
 
 def chorus_round(paths):
@@ -63,14 +59,6 @@ def median_of(rounds, key):
 
 def ms(t):
     return f"{t * 1e3:.3f}" if t is not None else "-"
-
-
-def table(header, rows):
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
-    print()
 
 
 def layout_tables(out, layout):

@@ -115,6 +115,15 @@ HostGroups hier_hosts(const CollectiveSpec& spec) {
   return host_groups(*spec.host_of);
 }
 
+HierPlace hier_place(const CollectiveSpec& spec) {
+  HierPlace p{hier_hosts(spec)};
+  const auto r = static_cast<size_t>(spec.rank);
+  p.host = p.hosts.host[r];
+  p.index = p.hosts.local[r];
+  p.size = p.hosts.size_of(p.host);
+  return p;
+}
+
 std::vector<OpIndex> group_allreduce(ProgramBuilder& b, const std::vector<int>& group, int me,
                                      Region region, std::vector<OpIndex> ready, size_t elem_size,
                                      uint32_t first_step) {
@@ -125,12 +134,10 @@ std::vector<OpIndex> group_allreduce(ProgramBuilder& b, const std::vector<int>& 
 }
 
 Program build_two_level_allreduce(const CollectiveSpec& spec, int slices) {
-  const HostGroups g = hier_hosts(spec);
-  const auto r = static_cast<size_t>(spec.rank);
-  const int h = g.host[r];
-  const int i = g.local[r];
-  const int l = g.size_of(h);
-  const std::vector<int>& local = g.ranks[static_cast<size_t>(h)];
+  const HierPlace place = hier_place(spec);
+  const HostGroups& g = place.hosts;
+  const int h = place.host, i = place.index, l = place.size;
+  const std::vector<int>& local = place.local();
   const size_t count = spec.count;
   ProgramBuilder b(buffer_counts(spec));
   // Local index j's slices, as one run of the vector.

@@ -18,6 +18,17 @@ Support hier_support(const CollectiveSpec& spec);
 // The call's hosts (spec.host_of must be set).
 HostGroups hier_hosts(const CollectiveSpec& spec);
 
+// spec.rank's place among the call's hosts: its host, its index among that
+// host's ranks and their number, and those ranks.
+struct HierPlace {
+  HostGroups hosts;
+  int host = 0;
+  int index = 0;
+  int size = 0;
+  const std::vector<int>& local() const { return hosts.ranks[static_cast<size_t>(host)]; }
+};
+HierPlace hier_place(const CollectiveSpec& spec);
+
 // The flat AllReduce among `group` (global ranks, this rank at index `me`)
 // of `region` of the Output, which holds this rank's contribution once every
 // op of `ready` has completed. Ring (ReduceScatter + AllGather) where the

@@ -49,14 +49,11 @@ std::vector<std::pair<int, int>> runs_of(const std::vector<int>& ranks) {
 }
 
 Program build_hier_allgather(const CollectiveSpec& spec) {
-  const HostGroups g = hier_hosts(spec);
-  const int n = spec.nranks;
-  const int r = spec.rank;
-  const int h = g.host[static_cast<size_t>(r)];
-  const int i = g.local[static_cast<size_t>(r)];
-  const int l = g.size_of(h);
-  const int hosts = g.host_count();
-  const std::vector<int>& local = g.ranks[static_cast<size_t>(h)];
+  const HierPlace place = hier_place(spec);
+  const HostGroups& g = place.hosts;
+  const int n = spec.nranks, r = spec.rank;
+  const int h = place.host, i = place.index, l = place.size, hosts = g.host_count();
+  const std::vector<int>& local = place.local();
   const size_t c = spec.count;
   ProgramBuilder b(buffer_counts(spec));
   auto out = [&](int first, int end) {

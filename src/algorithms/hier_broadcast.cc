@@ -30,12 +30,11 @@ namespace {
 using B = ProgramBuilder;
 
 Program build_hier_broadcast(const CollectiveSpec& spec) {
-  const HostGroups g = hier_hosts(spec);
-  const int r = spec.rank;
-  const int h = g.host[static_cast<size_t>(r)];
+  const HierPlace place = hier_place(spec);
+  const HostGroups& g = place.hosts;
+  const int r = spec.rank, h = place.host, hosts = g.host_count();
   const int root_host = g.host[static_cast<size_t>(spec.root)];
-  const int hosts = g.host_count();
-  const std::vector<int>& local = g.ranks[static_cast<size_t>(h)];
+  const std::vector<int>& local = place.local();
   auto entry = [&](int host) {
     return host == root_host ? spec.root : g.ranks[static_cast<size_t>(host)][0];
   };

@@ -164,9 +164,8 @@ int run_host_bytes(size_t bytes) {
   const bool ok = holds_sum(v, comm.size()) && before.first >= 0;
   if (host.rank() == 0)
     std::printf("%s rank %d: eth0 sent %lld B, received %lld B during an AllReduce of %zu B\n",
-                ok ? "HOST BYTES OK" : "HOST BYTES WRONG", comm.rank(),
-                after.first - before.first, after.second - before.second,
-                v.size() * sizeof(float));
+                ok ? "HOST BYTES OK" : "HOST BYTES WRONG", comm.rank(), after.first - before.first,
+                after.second - before.second, v.size() * sizeof(float));
   return ok ? 0 : 1;
 }
 
