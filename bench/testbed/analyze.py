@@ -133,6 +133,20 @@ def fit_ring(times, n):
     return a, 1 / b
 
 
+def table_times(path):
+    """{size: seconds} from a perf table (chorus-perf, the compare programs):
+    bytes in column 1, the out-of-place time in us in column 6."""
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 8 and not f[0].startswith("#"):
+            try:
+                out[int(f[0])] = float(f[5]) * 1e-6
+            except ValueError:
+                pass
+    return out
+
+
 def table(header, rows):
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
@@ -253,15 +267,7 @@ def main():
     runs = {}
     for path in sorted(glob.glob(f"{out}/compare/*.*")):
         system = os.path.basename(path).rsplit(".", 1)[0]
-        rows_ = {}
-        for line in open(path):
-            f = line.split()
-            if len(f) >= 8 and not f[0].startswith("#"):
-                try:
-                    rows_[int(f[0])] = float(f[5]) * 1e-6
-                except ValueError:
-                    pass
-        runs.setdefault(system, []).append(rows_)
+        runs.setdefault(system, []).append(table_times(path))
     if runs:
         systems = [s for s in ("chorus", "openmpi", "gloo") if s in runs]
         reps = min(len(v) for v in runs.values())

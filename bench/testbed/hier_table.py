@@ -14,7 +14,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from analyze import size_label, table  # noqa: E402  (the tables look alike)
+from analyze import size_label, table, table_times  # noqa: E402  (the tables look alike)
 
 HIER = ("hier_two_level", "hier_leader")
 
@@ -37,19 +37,6 @@ def chorus_round(paths):
                 continue
             times.setdefault(r["algo"], {})[size] = t
     return times, auto
-
-
-def text_round(path):
-    """{size: seconds} from a compare program's table (bytes ... time_us at column 6)."""
-    out = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 8 and not f[0].startswith("#"):
-            try:
-                out[int(f[0])] = float(f[5]) * 1e-6
-            except ValueError:
-                pass
-    return out
 
 
 def median_of(rounds, key):
@@ -75,7 +62,7 @@ def layout_tables(out, layout):
     for system in ("openmpi", "gloo"):
         paths = sorted(glob.glob(f"{out}/hier/{layout}.{system}.*"))
         if paths:
-            others[system] = [text_round(p) for p in paths]
+            others[system] = [table_times(p) for p in paths]
     sizes = sorted({s for rs in per_algo.values() for r in rs for s in r})
     h, k = layout.split("x")
     print(f"### AllReduce, {h} hosts x {k} ranks, median of {len(rounds)} rounds (ms)\n")
