@@ -103,6 +103,11 @@ class Sim {
   BigVector<uint32_t> dependents_;
 
   std::vector<double> send_free_, recv_free_, link_free_;
+  // Per rank: when its CPU is free for local work (copies, reductions). A
+  // class that takes turns at a hop's size moves the bytes with the CPUs of
+  // both ends, so such a hop holds them too; on other classes local work
+  // overlaps the ports' transfers.
+  std::vector<double> cpu_free_;
   std::vector<double> port_busy_, link_busy_;
   // Hosts of the machine model: memory free time per host; core free times,
   // host h's at core_base_[h] .. core_base_[h + 1].
@@ -289,19 +294,19 @@ double Sim::book_memory(int host, double s, double traffic) {
   return free;
 }
 
-// Local work of `seconds` over `bytes` on rank's engine from t on, moving
-// traffic_per_byte times their streaming share through its host's memory;
-// returns when it is done.
+// Local work of `seconds` over `bytes` on rank's CPU from t on (after the
+// hops of a class that takes turns which hold it), moving traffic_per_byte
+// times their streaming share through its host's memory; returns when it is
+// done.
 double Sim::work(int rank, double t, double seconds, double bytes, double traffic_per_byte) {
-  const size_t e = engine(rank);
+  double& cpu = cpu_free_[static_cast<size_t>(rank)];
   size_t cores[2];
-  const double s = take_cores(rank, -1, std::max(t, send_free_[e]), cores);
+  const double s = take_cores(rank, -1, std::max(t, cpu), cores);
   double end = s + seconds;
   if (topo_.has_hosts())
     end = std::max(
         end, book_memory(topo_.host_of(rank), s, bytes * traffic_per_byte * streaming(bytes)));
-  send_free_[e] = end;
-  port_busy_[e] += seconds;
+  cpu = end;
   if (cores[0] != kNone) core_free_[cores[0]] = end;
   return end;
 }
@@ -334,8 +339,12 @@ double Sim::book(const Hop& hop, double t, double bytes, HopKind kind) {
   for (uint32_t l : hop.links)
     if (l != kNoLink) s = std::max(s, link_free_[l]);
   size_t cores[2] = {kNone, kNone};
-  if (turns)
+  if (turns) {
+    // The CPUs of both ends move the bytes (of the reader alone for a get).
+    if (holds_sender) s = std::max(s, cpu_free_[static_cast<size_t>(hop.from)]);
+    s = std::max(s, cpu_free_[static_cast<size_t>(hop.to)]);
     s = holds_sender ? take_cores(hop.from, hop.to, s, cores) : take_cores(hop.to, -1, s, cores);
+  }
   double end = s + busy;
   const double traffic_per_byte =
       kind == HopKind::message ? lc.mem_traffic : ComputeModel::kCopyTraffic;
@@ -352,6 +361,10 @@ double Sim::book(const Hop& hop, double t, double bytes, HopKind kind) {
   }
   for (size_t c : cores)
     if (c != kNone) core_free_[c] = end;
+  if (turns) {
+    if (holds_sender) cpu_free_[static_cast<size_t>(hop.from)] = end;
+    cpu_free_[static_cast<size_t>(hop.to)] = end;
+  }
   if (holds_sender) {
     send_free_[sp] = end;
     port_busy_[sp] += busy;
@@ -550,6 +563,7 @@ SimResult Sim::run() {
   recv_free_.assign(nports, 0.0);
   port_busy_.assign(2 * nports, 0.0);
   link_free_.assign(topo_.link_count(), 0.0);
+  cpu_free_.assign(static_cast<size_t>(n), 0.0);
   if (topo_.has_hosts()) {
     mem_free_.assign(topo_.host_count(), 0.0);
     core_base_.assign(topo_.host_count() + 1, 0);

@@ -152,6 +152,42 @@ TEST(MachineSim, AReceiveThatReducesPaysTheKernelsExcessOverACopy) {
   expect_near_rel(run(p, *t, o).time, kAlpha + 1e-3 + 2e-3);
 }
 
+TEST(MachineSim, LocalWorkRunsOnTheCpuWhichOnlyHalfDuplexHopsShare) {
+  // Rank 1 receives A (1 MB, alpha .. alpha + 1 ms), then reduces 1 MB
+  // (3 ms on the kernel) and sends C (1 MB) back, both after A. On a full
+  // duplex class the reduction does not hold the port: C ends at
+  // 2 alpha + 2 ms, the reduction at alpha + 4 ms. On a class whose hops take
+  // turns the hop's CPUs move the bytes, so C and the reduction run one
+  // after the other: 1 + 3 ms after A at least.
+  const RateCurve copy{{{1000, 1e-9}}};
+  const RateCurve kernel{{{1000, 3e-9}}};
+  auto programs = [] {
+    std::vector<Program> p;
+    ProgramBuilder b0(BufferCounts{kBytes, kBytes});
+    b0.send(1, B::input(0, kBytes));
+    b0.recv(1, B::output(0, kBytes));
+    p.push_back(std::move(b0).finish());
+    ProgramBuilder b1(BufferCounts{kBytes, kBytes});
+    const OpIndex a = b1.recv(0, B::output(0, kBytes));
+    b1.reduce(B::input(0, kBytes), B::output(0, kBytes), {a});
+    b1.send(0, B::input(0, kBytes), {a});
+    p.push_back(std::move(b1).finish());
+    return p;
+  };
+  SimOptions o;
+  o.copy = &copy;
+  o.kernel = &kernel;
+  o.record_ops = true;
+  LinkParams link("tcp", kAlpha, kBeta);
+  const SimResult full = run(programs(), *make_topology("switch", 2, link, link), o);
+  expect_near_rel(full.op_times[0][1].end, 2 * kAlpha + 2e-3);  // C received
+  expect_near_rel(full.op_times[1][1].end, kAlpha + 4e-3);      // the reduction
+  expect_near_rel(full.time, kAlpha + 4e-3);
+  link.half_duplex = true;
+  const SimResult turns = run(programs(), *make_topology("switch", 2, link, link), o);
+  EXPECT_GE(turns.time, kAlpha + 5e-3 - 1e-12);
+}
+
 TEST(MachineSim, HierHostsAndJsonHostsCarryTheResource) {
   LinkParams link("intra", kAlpha, kBeta);
   link.mem_traffic = 4;
