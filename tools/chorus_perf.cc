@@ -20,6 +20,7 @@
 #include "launcher.h"
 #include "perf/measure_tuning.h"
 #include "perf/perf.h"
+#include "perf/tuning_report.h"
 #include "perf_cli.h"
 
 #include <chorus/chorus.h>
@@ -126,6 +127,10 @@ int main(int argc, char** argv) {
     const perf::PerfOptions options = perf::parse_perf_args(args);
     if (options.help) {
       std::cout << perf::perf_usage();
+      return 0;
+    }
+    if (options.tuning_report) {
+      std::cout << perf::tuning_report(Config::from_env().cache_dir);
       return 0;
     }
     if (launcher_env_present()) {

@@ -122,6 +122,7 @@ std::string format_cell(const PerfCell& c, bool checked) {
 
 std::string perf_usage() {
   return R"(usage: chorus-perf <allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall|all> [flags]
+       chorus-perf --tuning-report
   -b, --minbytes SIZE      smallest size (default 8; K, M, G suffixes)
   -e, --maxbytes SIZE      largest size (default 32M)
   -f, --stepfactor X       size multiplier between rows (default 2)
@@ -151,6 +152,10 @@ std::string perf_usage() {
       --calibrate FILE     measure alpha/beta and the fastest algorithm at each
                            size of the sweep; write them to the tuning file
                            FILE (read through CHORUS_TUNING_FILE)
+      --tuning-report      print what the calibration cache holds for this
+                           host (XDG_CACHE_HOME/chorus): each entry's link
+                           class, N, load, the picks the tuner learned and
+                           its model corrections; runs no collective
   -h, --help               this text
 size = the total buffer as nccl-tests counts it (allgather: the gathered
 output, reduce_scatter: the input, alltoall: one rank's input); GB = 1e9 B.
@@ -181,6 +186,7 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
                   {"-a,--algo", ""},     {"--transport", ""},   {"--json", ""},
                   {"--calibrate", ""},   {"--buffers", ""}};
   for (Flag& f : flags) f.option = app.add_option(f.names, f.value);
+  app.add_flag("--tuning-report", o.tuning_report);
   app.add_flag("--corrupt-one", o.corrupt_one)->group("");        // test hook, not in --help
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 takes them
   try {
@@ -248,6 +254,10 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
   if (const Flag* f = given("--json")) o.json_file = f->value;
   if (const Flag* f = given("--calibrate")) o.calibrate_file = f->value;
 
+  if (o.tuning_report) {
+    if (!what.empty()) bad("collective", what[0], "--tuning-report takes no collective");
+    return o;
+  }
   if (what.empty())
     bad("collective", "",
         "missing: name one of allreduce, allgather, reduce_scatter, "

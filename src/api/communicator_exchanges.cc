@@ -6,8 +6,10 @@
 #include "api/communicator_impl.h"
 
 #include "core/check.h"
+#include "core/log.h"
 #include "exec/trace.h"
 
+#include <algorithm>
 #include <climits>
 #include <utility>
 
@@ -20,7 +22,8 @@ std::vector<WindowRecord> CommunicatorImpl::exchange_records(const WindowRecord&
   return all;
 }
 
-void CommunicatorImpl::exchange(const void* mine, void* all, size_t bytes) {
+void CommunicatorImpl::exchange(const void* mine, void* all, size_t bytes, std::string_view what,
+                                std::chrono::milliseconds timeout) {
   // A ring allgather of the records' bytes.
   const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
   CHORUS_CHECK(ring != nullptr);
@@ -29,7 +32,7 @@ void CommunicatorImpl::exchange(const void* mine, void* all, size_t bytes) {
   std::vector<std::byte> scratch(program->program.scratch_count);
   CallStamp stamp;
   Deadline deadline;
-  CallLabel label{"exchange", "ring"};
+  CallLabel label{what, "ring"};
   if (exchange_call_) {
     // Part of a one-sided call: its stamp, so that ranks in different calls
     // meet as a mismatch, and its deadline.
@@ -40,7 +43,7 @@ void CommunicatorImpl::exchange(const void* mine, void* all, size_t bytes) {
     stamp = collective_stamp(++collective_seq_, Collective::allgather, algorithm_stamp_id(*ring),
                              DataType::uint8, ReduceOp::sum, bytes, 0);
     begin_call(stamp);
-    deadline = deadline_after(config_.timeout, Clock::now());
+    deadline = deadline_after(timeout.count() > 0 ? timeout : config_.timeout, Clock::now());
   }
   auto exec = std::make_shared<Execution>(program, ExecBuffers{mine, all, scratch.data()},
                                           DataType::uint8, ReduceOp::sum, label, deadline, stamp);
@@ -51,6 +54,33 @@ void CommunicatorImpl::exchange(const void* mine, void* all, size_t bytes) {
     fail_all(std::current_exception());
     std::rethrow_exception(broken_);
   }
+}
+
+void CommunicatorImpl::learn_agree(LearnClass& c, std::chrono::milliseconds timeout) {
+  // The figures are of every earlier call of the class: those still in
+  // flight finish first (they are ahead of the exchange on every rank).
+  try {
+    for (const auto& w : outstanding_) engine_.wait(w->exec);
+  } catch (...) {
+    fail_all(std::current_exception());
+    std::rethrow_exception(broken_);
+  }
+  retire_done();
+  const std::vector<double> mine = c.figures();
+  std::vector<double> all(mine.size() * static_cast<size_t>(size_));
+  exchange(mine.data(), all.data(), mine.size() * sizeof(double), "tuner agreement", timeout);
+  std::vector<double> agreed(mine.size(), 0.0);
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r)
+    for (size_t k = 0; k < mine.size(); ++k)
+      agreed[k] = std::max(agreed[k], all[r * mine.size() + k]);
+  const std::string line = c.agree(agreed);
+  if (selector_->log()) selector_->log()(line);
+  if (selector_->learner()->absorb(c) && rank_ == 0)
+    if (std::string why = selector_->store_learned(); !why.empty() && !store_warned_) {
+      store_warned_ = true;
+      log_message(config_.log_level, LogLevel::warn, rank_, "calibration cache '",
+                  selector_->cache_path(), "': ", why, "; learned picks are kept for this job");
+    }
 }
 
 void CommunicatorImpl::setup_allgather(const void* mine, void* all, size_t bytes) {

@@ -214,18 +214,21 @@ void CommunicatorImpl::validate(const Call& c) const {
 }
 
 const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& spec,
-                                                         const CallOptions& options) {
+                                                         const CallOptions& options,
+                                                         const Algorithm* learned) {
   if (last_key_ != nullptr && last_key_->collective == spec.collective &&
       last_key_->count == spec.count && last_key_->elem_size == spec.elem_size &&
       last_key_->root == spec.root && last_key_->average == spec.average &&
-      last_key_->window_buffers == spec.window_buffers &&
+      last_key_->window_buffers == spec.window_buffers && last_key_->learned == learned &&
       last_key_->algorithm_option == options.algorithm)
     return *last_plan_;
-  PlanKey key{spec.collective, spec.count,          spec.elem_size,   spec.root,
-              spec.average,    spec.window_buffers, options.algorithm};
+  PlanKey key{spec.collective, spec.count,          spec.elem_size,    spec.root,
+              spec.average,    spec.window_buffers, options.algorithm, learned};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    const Algorithm& algo = choose(spec, options);
+    const Algorithm& algo = learned != nullptr && supported_everywhere(*learned, spec)
+                                ? *learned
+                                : choose(spec, options);
     Plan plan{&algo, algorithm_stamp_id(algo), prepare(build_program(algo, spec))};
     if (plans_.size() >= kProgramCacheEntries) {
       plans_.clear();  // keep the cache bounded; entries are cheap to rebuild
@@ -238,12 +241,33 @@ const CommunicatorImpl::Plan& CommunicatorImpl::plan_for(const CollectiveSpec& s
   return it->second;
 }
 
+LearnKey CommunicatorImpl::learn_key(const Call& call, const CollectiveSpec& spec) {
+  return {call.collective, call.type, reduces(call.collective) ? call.op : ReduceOp::sum,
+          size_class_of(spec.count * spec.elem_size), spec.window_buffers};
+}
+
+const Algorithm& CommunicatorImpl::current_algorithm(const CollectiveSpec& spec, DataType type,
+                                                     ReduceOp op, const CallOptions& options) {
+  if (selector_->learns(spec, options.algorithm)) {
+    Call call;
+    call.collective = spec.collective;
+    call.type = type;
+    call.op = op;
+    const auto& classes = selector_->learner()->classes();
+    if (auto it = classes.find(learn_key(call, spec)); it != classes.end())
+      if (supported_everywhere(it->second.current(), spec)) return it->second.current();
+  }
+  return choose(spec, options);
+}
+
 std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
   for (auto& w : spare_work_) {
     if (w.use_count() != 1) continue;           // a Work handle or the engine still holds it
     pool_.give(std::exchange(w->scratch, {}));  // a failed call's, if any
     w->error = nullptr;
     w->finished = false;
+    w->learn = nullptr;
+    w->ticket = 0;
     return w;
   }
   auto w = std::make_shared<WorkState>();
@@ -307,12 +331,25 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
                           windows_->find_user_window(call.send, counts.input * es, unused) &&
                           windows_->find_user_window(call.recv, counts.output * es, unused);
   }
-  const Plan& plan = plan_for(spec, options);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  // The learner's candidate for this call, where it decides the call.
+  LearnClass* learning = nullptr;
+  LearnStep step;
+  const Algorithm* learned = nullptr;
+  if (selector_->learns(spec, options.algorithm)) {
+    learning = selector_->learner()->at(learn_key(call, spec),
+                                        [&] { return selector_->learn_candidates(spec); });
+    if (learning != nullptr) {
+      if (learning->due() != Agreement::none) learn_agree(*learning, timeout);
+      step = learning->next();
+      learned = learning->candidates()[static_cast<size_t>(step.candidate)].algorithm;
+    }
+  }
+  const Plan& plan = plan_for(spec, options, learned);
   const std::shared_ptr<const PreparedProgram> program = plan.program;
   const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
                                            call.type, call.op, call.count, call.root);
   begin_call(stamp);
-  const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   // One-sided calls meet their peers before the first op (the exchanges of
   // prepare_one_sided), so their deadline starts here.
   const Deadline one_sided_deadline =
@@ -337,6 +374,11 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
         recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name, call.type,
                         call.op, call.count, rooted(call.collective) ? call.root : -1, -1, now);
   };
+  if (learning != nullptr && plan.algorithm == learned && step.ticket != 0) {
+    work->learn = learning;
+    work->ticket = step.ticket;
+    work->started = Clock::now();
+  }
   try {
     // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
     engine_.enqueue(std::shared_ptr<Execution>(work, &work->exec));
@@ -407,8 +449,16 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(OpKind kind, 
 void CommunicatorImpl::retire(WorkState& w) {
   if (w.finished) return;
   w.finished = true;
-  recorder_.finish(w.record, Clock::now());
+  const Deadline now = Clock::now();
+  recorder_.finish(w.record, now);
   pool_.give(std::exchange(w.scratch, {}));
+  if (w.learn != nullptr) {
+    double seconds = std::chrono::duration<double>(now - w.started).count();
+    if (const Learner::TimingHook& hook = selector_->learner()->timing_hook())
+      seconds = hook(w.learn->key(), w.learn->algorithm_of(w.ticket), seconds);
+    w.learn->record(w.ticket, seconds);
+    w.learn = nullptr;
+  }
 }
 
 void CommunicatorImpl::retire_done() {

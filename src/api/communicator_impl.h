@@ -59,6 +59,10 @@ struct WorkState {
   ScratchPool::Buffer scratch;
   Execution exec;
   uint64_t record = 0;  // its entry in the flight recorder
+  // A call the learner times (tune/learner.h): its class, ticket and start.
+  LearnClass* learn = nullptr;
+  uint64_t ticket = 0;
+  Clock::time_point started;
   std::exception_ptr error;
   bool finished = false;
 };
@@ -129,6 +133,10 @@ class CommunicatorImpl {
   const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) {
     return selector_->choose(spec, options.algorithm);
   }
+  // The algorithm the next call of (spec, type, op) runs once the learner's
+  // class has decided: its winner when it has one, else choose()'s.
+  const Algorithm& current_algorithm(const CollectiveSpec& spec, DataType type, ReduceOp op,
+                                     const CallOptions& options);
 
  private:
   // Picks the algorithm, builds (or reuses) the program, starts it.
@@ -149,10 +157,14 @@ class CommunicatorImpl {
     int root = 0;
     bool average = false;
     bool window_buffers = false;
-    std::string algorithm_option;  // CallOptions::algorithm
+    std::string algorithm_option;        // CallOptions::algorithm
+    const Algorithm* learned = nullptr;  // the learner's candidate for the call
     auto operator<=>(const PlanKey&) const = default;
   };
-  const Plan& plan_for(const CollectiveSpec& spec, const CallOptions& options);
+  // `learned`: the learner's candidate, taken where it serves the call on
+  // every rank (else the selector's choice).
+  const Plan& plan_for(const CollectiveSpec& spec, const CallOptions& options,
+                       const Algorithm* learned = nullptr);
   void fail_all(std::exception_ptr error);
   // Enters call `stamp` on the transport (which raises a peer's abort);
   // fails the communicator on an error.
@@ -191,7 +203,18 @@ class CommunicatorImpl {
   // An allgather of `bytes` per rank (a ring of the bytes), as
   // setup_allgather says: a collective call of its own, or inside a one-sided
   // call, a part of it (exchange_call_).
-  void exchange(const void* mine, void* all, size_t bytes);
+  // `what` names it in errors and the flight recorder; `timeout` (0: the
+  // communicator's) bounds it when it is a call of its own.
+  void exchange(const void* mine, void* all, size_t bytes, std::string_view what = "exchange",
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // The learner's agreement for class `c` (LearnClass::due): waits out the
+  // calls in flight, exchanges every rank's figures (a call of its own,
+  // bounded by `timeout`), moves the class on with their maximum, and on
+  // rank 0 stores a decision in the calibration cache.
+  void learn_agree(LearnClass& c, std::chrono::milliseconds timeout);
+  bool store_warned_ = false;
+  // The learner's key of a call.
+  static LearnKey learn_key(const Call& call, const CollectiveSpec& spec);
   struct ExchangeCall {
     CallStamp stamp;
     Deadline deadline;

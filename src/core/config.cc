@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -131,6 +132,18 @@ EnvLookup env_from_map(std::map<std::string, std::string, std::less<>> vars) {
   };
 }
 
+std::string_view to_string(TunerMode mode) {
+  switch (mode) {
+    case TunerMode::learn:
+      return "learn";
+    case TunerMode::model:
+      return "model";
+    case TunerMode::off:
+      return "off";
+  }
+  return "?";
+}
+
 std::string Config::algorithm_for(Collective c) const {
   auto it = algorithm.find(c);
   if (it != algorithm.end()) return it->second;
@@ -183,20 +196,34 @@ Config Config::from_env(const EnvLookup& lookup) {
       const size_t comma = rest.find(',');
       std::string_view item = trim(rest.substr(0, comma));
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-      if (item == "WARN")
+      std::string upper(item);
+      for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (upper == "WARN")
         cfg.log_level = LogLevel::warn;
-      else if (item == "INFO")
+      else if (upper == "INFO")
         cfg.log_level = LogLevel::info;
-      else if (item == "TRACE")
+      else if (upper == "TRACE")
         cfg.log_level = LogLevel::trace;
-      else if (item == "TUNING")
+      else if (upper == "TUNING" || upper == "TUNE")
         cfg.log_tuning = true;
-      else if (item == "NONE")
+      else if (upper == "NONE")
         cfg.log_level = LogLevel::none;
       else if (!item.empty())
         fail(ErrorCode::invalid_argument, "CHORUS_DEBUG: '", item,
-             "' is not one of NONE, WARN, INFO, TRACE, TUNING");
+             "' is not one of NONE, WARN, INFO, TRACE, TUNING (or TUNE)");
     }
+  }
+  if (auto v = lookup("CHORUS_TUNER"); v && !v->empty()) {
+    const std::string_view t = trim(*v);
+    if (t == "learn")
+      cfg.tuner = TunerMode::learn;
+    else if (t == "model")
+      cfg.tuner = TunerMode::model;
+    else if (t == "off")
+      cfg.tuner = TunerMode::off;
+    else
+      fail(ErrorCode::invalid_argument, "CHORUS_TUNER='", *v, "' is not one of learn, model, off");
+    cfg.tuner_set = true;
   }
   if (auto v = lookup("CHORUS_SPIN_US"); v && !v->empty()) {
     // A spin longer than a few seconds is a busy-wait, not a spin.

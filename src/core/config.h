@@ -7,7 +7,16 @@
 //   CHORUS_TRANSPORT   shm | tcp: force a transport on every process of a job
 //                      (core/transport_kind.h; inproc ranks are threads, which
 //                      only run_ranks starts)
-//   CHORUS_DEBUG       WARN | INFO | TRACE | TUNING (comma list): logging
+//   CHORUS_DEBUG       WARN | INFO | TRACE | TUNING (or TUNE) (comma list,
+//                      any case): logging; TUNING logs the tuner's picks and
+//                      what it learns (tune/learner.h)
+//   CHORUS_TUNER       learn | model | off: how a call with no algorithm named
+//                      gets one (default learn): learn times the candidates
+//                      the model proposes and keeps each call class's
+//                      fastest (tune/learner.h); model takes the fitted
+//                      model's pick; off takes the first registered algorithm
+//                      that serves the call and calibrates nothing. Ranks that
+//                      are threads (inproc) learn only when it is set to learn
 //   CHORUS_SPIN_US     microseconds a waiting rank spins before it blocks
 //                      (default 50; 0 blocks at once)
 //   CHORUS_SEGMENT     pipelining segment in bytes for segmented algorithms
@@ -60,6 +69,10 @@ namespace chorus {
 // targets pass a map (env_from_map), so that parsing is a pure function.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
 
+// CHORUS_TUNER.
+enum class TunerMode { learn, model, off };
+std::string_view to_string(TunerMode mode);
+
 struct Config {
   std::chrono::milliseconds timeout{300'000};
   // Algorithm forced for every collective that has an algorithm of this name.
@@ -70,6 +83,8 @@ struct Config {
   std::optional<TransportKind> transport;
   LogLevel log_level = LogLevel::warn;
   bool log_tuning = false;
+  TunerMode tuner = TunerMode::learn;  // CHORUS_TUNER
+  bool tuner_set = false;              // CHORUS_TUNER was given
   std::chrono::microseconds spin{50};
   size_t segment_bytes = 0;  // 0 = each algorithm's default
   std::string tuning_file;

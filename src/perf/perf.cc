@@ -3,6 +3,7 @@
 #include "algorithms/algorithm.h"
 #include "api/communicator_impl.h"
 #include "core/check.h"
+#include "core/log.h"
 #include "model/cost_model.h"
 #include "perf/perf_check.h"
 #include "sim/simulator.h"
@@ -62,8 +63,9 @@ struct RowPlan {
 };
 
 // The spec of a row's call on rank 0, as the communicator makes it.
-CollectiveSpec row_spec(const RowPlan& p, int n, size_t segment_bytes) {
-  CollectiveSpec spec{p.collective, n, 0, p.api_count, dtype_size(p.type), p.root, segment_bytes};
+CollectiveSpec row_spec(const RowPlan& p, int n, size_t segment_bytes, int rank = 0) {
+  CollectiveSpec spec{p.collective,       n,      rank,         p.api_count,
+                      dtype_size(p.type), p.root, segment_bytes};
   spec.windows = p.windows;
   spec.window_buffers = p.window_buffers;
   spec.host_of = p.host_of;
@@ -346,6 +348,7 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
   const MachineSim* model =
       tuner && tuner->model() && tuner->model()->fitted() ? tuner->model() : nullptr;
   rep.fitted = model != nullptr;
+  bool observed = false;  // a row refitted the model's corrections
   if (rank0 && hooks.start) hooks.start(rep);
   // --buffers window: both buffers in shared windows (collectives read the
   // peers' data in place); user: ordinary memory, as an application has.
@@ -390,6 +393,17 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     row.algorithm = p.shown_algorithm;
     row.out_of_place = measure(comm, o, p, false, send_base, recv_base);
     row.in_place = measure(comm, o, p, true, send_base, recv_base);
+    // A row that lets chorus choose shows the pick its calls now get: the
+    // learner's decision for the class where it has made one.
+    RowPlan shown = p;
+    if (p.call_algorithm.empty()) {
+      detail::CommunicatorImpl& impl = detail::impl_of(comm);
+      const CollectiveSpec spec =
+          row_spec(p, comm.size(), impl.config().segment_bytes, comm.rank());
+      shown.shown_algorithm =
+          std::string(impl.current_algorithm(spec, p.type, p.op, CallOptions{}).name);
+      row.algorithm = shown.shown_algorithm;
+    }
     for (PerfCell* c : {&row.out_of_place, &row.in_place}) {
       if (!c->measured) continue;
       rep.wrong += c->wrong;
@@ -412,15 +426,35 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     if (rank0) {
       row.predicted_us =
           model != nullptr
-              ? model_predicted_us(p, rep.nranks, detail::impl_of(comm).config().segment_bytes,
+              ? model_predicted_us(shown, rep.nranks, detail::impl_of(comm).config().segment_bytes,
                                    *model)
-              : predicted_us(p, rep.nranks, detail::impl_of(comm).config().segment_bytes, rep.link);
+              : predicted_us(shown, rep.nranks, detail::impl_of(comm).config().segment_bytes,
+                             rep.link);
       row.err_pct = best > 0 ? 100.0 * (best - row.predicted_us) / best : std::nan("");
+    }
+    // A row of a named algorithm is an observation of it, the same on every
+    // rank (the slowest rank's mean call time): it refits the model's
+    // correction for the algorithm and size class (tune/learner.h), which the
+    // calibration cache keeps for the next job's model.
+    if (Learner* learner = detail::impl_of(comm).selector().learner();
+        learner != nullptr && model != nullptr && !p.call_algorithm.empty() && best > 0) {
+      if (const Algorithm* a = find_algorithm(p.collective, p.call_algorithm)) {
+        const CollectiveSpec spec =
+            row_spec(p, rep.nranks, detail::impl_of(comm).config().segment_bytes, comm.rank());
+        learner->observe({p.collective, p.type, reduces(p.collective) ? p.op : ReduceOp::sum,
+                          size_class_of(spec.count * spec.elem_size), p.window_buffers},
+                         a->name, best * 1e-6, model->raw_time(*a, spec, p.type, p.op));
+        observed = true;
+      }
     }
     if (rank0 && hooks.row) hooks.row(row);
     rep.rows.push_back(std::move(row));
   }
   rep.avg_busbw = bw_cells ? bw_sum / static_cast<double>(bw_cells) : 0;
+  if (observed && rank0)
+    if (std::string why = detail::impl_of(comm).selector().store_learned(); !why.empty())
+      log_message(detail::impl_of(comm).config().log_level, LogLevel::warn, 0,
+                  "calibration cache: ", why, "; the model's corrections are not kept");
   return rep;
 }
 

@@ -49,6 +49,7 @@ struct PerfOptions {
   std::string json_file;                           // --json
   std::string calibrate_file;  // --calibrate: write a tuning file instead of a table
   bool help = false;           // -h
+  bool tuning_report = false;  // --tuning-report
   // Test hook (hidden flag --corrupt-one): after each checked call, the last
   // rank flips one output element before counting, so #wrong must say 1.
   bool corrupt_one = false;

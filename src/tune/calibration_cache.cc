@@ -15,7 +15,7 @@
 namespace chorus {
 namespace {
 
-std::string host_name() {
+std::string host_name_of_this() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
   std::string s(name);
@@ -33,9 +33,9 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-// Writes atomically (a temporary file renamed over it); returns the reason
-// on failure, "" on success.
-std::string write_text(const std::string& path, const std::string& text) {
+}  // namespace
+
+std::string write_cache_text(const std::string& path, const std::string& text) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return str_cat("cannot create its directory: ", ec.message());
@@ -56,10 +56,13 @@ std::string write_text(const std::string& path, const std::string& text) {
   return "";
 }
 
-}  // namespace
+std::string cache_host_name() {
+  return host_name_of_this();
+}
 
 std::string cache_file(const std::string& dir, std::string_view link, int nranks) {
-  return str_cat(dir, "/", host_name(), "-", link, "-n", nranks, ".p", kCalibrationProbes, ".json");
+  return str_cat(dir, "/", cache_host_name(), "-", link, "-n", nranks, ".p", kCalibrationProbes,
+                 ".json");
 }
 
 // The samples of the quiet check at a job's start (a provisional entry).
@@ -75,6 +78,8 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
   out.host_of = host_layout(t, config.host_id, deadline);
   // Rank 0 decides: the cached text, or "" to calibrate.
   std::string text;
+  // Rank 0: the learned picks of a provisional entry it replaces.
+  std::vector<LearnedPick> kept;
   if (use_cache && t.rank() == 0) {
     text = read_text(out.path);
     if (!text.empty()) {
@@ -102,6 +107,7 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
                         "' is provisional and the host is quiet now: calibrating again");
             text.clear();
             out.replaced_provisional = true;
+            kept = table.learned;
           }
         }
       } catch (const Error& e) {
@@ -123,12 +129,26 @@ CachedModel cached_model(Transport& t, const Config& config, Deadline deadline,
   ModelCalibration cal = calibrate_model(t, deadline, quick);
   out.table = std::move(cal.table);
   out.host_of = std::move(cal.host_of);
+  // A replaced provisional entry's learned picks stay: the learner checks
+  // each against its own calls on this quiet host early (its drift check)
+  // and explores again where it no longer holds. Its corrections, relative
+  // to the model replaced, go. Rank 0 sends the table with them to every
+  // rank, so that all start alike.
+  std::string with_learned;
+  if (!kept.empty()) {
+    TuningTable table = out.table;
+    table.learned = std::move(kept);
+    with_learned = tuning_to_json(table);
+  }
+  broadcast_text(t, with_learned, deadline);
+  if (!with_learned.empty())
+    out.table = tuning_from_json(with_learned, str_cat("calibration cache '", out.path, "'"));
   const bool provisional = out.table.calibration && out.table.calibration->provisional;
   log_message(config.log_level, LogLevel::info, t.rank(), "tuner: calibrated ", cls,
               " at N=", t.size(), " in ", cal.seconds * 1e3, " ms",
               provisional ? " on a busy host (stored as provisional)" : "");
   if (use_cache && t.rank() == 0)
-    if (std::string why = write_text(out.path, tuning_to_json(out.table)); !why.empty())
+    if (std::string why = write_cache_text(out.path, tuning_to_json(out.table)); !why.empty())
       log_message(config.log_level, LogLevel::warn, t.rank(), "calibration cache '", out.path,
                   "': ", why, "; it will be calibrated again next time");
   return out;

@@ -9,6 +9,10 @@
 // P is kCalibrationProbes: a chorus whose probes or fits differ from the ones
 // that wrote an entry does not use it (it calibrates and writes its own).
 //
+// An entry also keeps what the tuner learned from the job's calls
+// (tune/learner.h: TuningTable::learned and corrections): rank 0 rewrites it
+// at each decision, and the next job starts with them.
+//
 // Every entry records the load its calibration ran under (TuningTable::
 // calibration). One taken on a busy host (tune/calibration.h: host_busy) is
 // stored marked provisional: later jobs use it, except one whose rank 0 finds
@@ -41,6 +45,9 @@ namespace chorus {
 // 5: entries record the load they were calibrated under.
 inline constexpr int kCalibrationProbes = 5;
 
+// This host's name as cache files carry it ('/' replaced).
+std::string cache_host_name();
+
 // dir/<hostname>-<link>-n<nranks>.p<kCalibrationProbes>.json
 std::string cache_file(const std::string& dir, std::string_view link, int nranks);
 
@@ -54,6 +61,11 @@ struct CachedModel {
   // false on the other ranks.
   bool replaced_provisional = false;
 };
+
+// Writes a cache entry atomically (a temporary file renamed over it, its
+// directory made); "" on success, else the reason. The learner's picks go
+// into the entry this way (Selector::store_learned), rank 0's alone.
+std::string write_cache_text(const std::string& path, const std::string& text);
 
 // Collective: every rank of the transport calls it at creation, with no other
 // traffic in flight. `sampler` reads the host's load (the calibration's

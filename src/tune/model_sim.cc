@@ -1,6 +1,7 @@
 #include "tune/model_sim.h"
 
 #include "core/check.h"
+#include "tune/learner.h"
 
 #include <algorithm>
 
@@ -50,11 +51,20 @@ SimOptions MachineSim::options(DataType type, ReduceOp op) const {
   return o;
 }
 
-double MachineSim::time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
-                        ReduceOp op) const {
+double MachineSim::raw_time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
+                            ReduceOp op) const {
   if (spec.nranks <= 1) return 0;
   const auto programs = build_all(algo, spec);
   return link_.call_overhead + simulate(programs, *topology(spec.nranks), options(type, op)).time;
+}
+
+double MachineSim::time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
+                        ReduceOp op) const {
+  const double t = raw_time(algo, spec, type, op);
+  if (table_.corrections.empty()) return t;
+  return t * correction_factor(table_.corrections, spec.collective,
+                               representative_type(dtype_size(type)), algo.name,
+                               size_class_of(spec.count * spec.elem_size));
 }
 
 DataType representative_type(size_t elem_size) {

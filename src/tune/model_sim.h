@@ -50,8 +50,12 @@ class MachineSim {
   // Options for a call of (type, op): points into this object.
   SimOptions options(DataType type, ReduceOp op) const;
   // Predicted seconds of `algo` for `spec` (spec.nranks ranks): the
-  // simulated time plus the link's per-call overhead.
+  // simulated time plus the link's per-call overhead (raw_time), times the
+  // correction the table has learned from observed calls for this algorithm
+  // and size class (tune/learner.h: correction_factor; 1 where none).
   double time(const Algorithm& algo, const CollectiveSpec& spec, DataType type, ReduceOp op) const;
+  double raw_time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
+                  ReduceOp op) const;
 
  private:
   TuningTable table_;

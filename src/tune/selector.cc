@@ -33,6 +33,18 @@ Selector::Selector(Config config, std::unique_ptr<Tuner> tuner)
            " algorithm; known: ", algorithm_names(collective));
 }
 
+std::vector<const Algorithm*> Selector::served(const CollectiveSpec& spec, const Algorithm* named,
+                                               Support* named_support) {
+  // Each algorithm's support, asked once for this pick.
+  std::vector<const Algorithm*> candidates;
+  for (const Algorithm* a : algorithms_for(spec.collective)) {
+    const Support ok = supported_everywhere(*a, spec);
+    if (a == named && named_support != nullptr) *named_support = ok;
+    if (ok) candidates.push_back(a);
+  }
+  return candidates;
+}
+
 const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view requested) {
   const auto where = [&] {
     return str_cat("rank ", spec.rank, ": ", to_string(spec.collective), ": ");
@@ -48,17 +60,13 @@ const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view r
       fail(ErrorCode::invalid_argument, where(), "unknown algorithm '", name,
            "'; known: ", algorithm_names(spec.collective));
   }
-  // Each algorithm's support, asked once for this pick.
-  std::vector<const Algorithm*> candidates;
-  for (const Algorithm* a : algorithms_for(spec.collective)) {
-    const Support ok = supported_everywhere(*a, spec);
-    if (a == named) {
-      if (ok) return *a;
-      if (!requested.empty())  // named for this call and unable to serve it: say so
-        fail(ErrorCode::invalid_argument, where(), "algorithm '", name,
-             "' does not support this call: ", ok.reason);
-    }
-    if (ok) candidates.push_back(a);
+  Support named_ok = Support::no("");
+  const std::vector<const Algorithm*> candidates = served(spec, named, &named_ok);
+  if (named != nullptr) {
+    if (named_ok) return *named;
+    if (!requested.empty())  // named for this call and unable to serve it: say so
+      fail(ErrorCode::invalid_argument, where(), "algorithm '", name,
+           "' does not support this call: ", named_ok.reason);
   }
   if (candidates.empty()) fail(ErrorCode::internal, where(), "no algorithm supports this call");
   if (tuner_)
@@ -66,7 +74,29 @@ const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view r
   return *candidates.front();
 }
 
+bool Selector::learns(const CollectiveSpec& spec, std::string_view requested) const {
+  if (!learner_ || !tuner_ || !requested.empty() || spec.nranks < 2) return false;
+  const std::string name = config_.algorithm_for(spec.collective);
+  return name.empty() || name == "auto" || find_algorithm(spec.collective, name) == nullptr;
+}
+
+std::vector<LearnCandidate> Selector::learn_candidates(const CollectiveSpec& spec) {
+  const std::vector<const Algorithm*> candidates = served(spec, nullptr, nullptr);
+  if (!tuner_ || !learner_) return {};
+  const LearnSettings& s = learner_->settings();
+  return tuner_->learn_candidates(spec, candidates, s.within, s.min_candidates, s.max_candidates);
+}
+
+std::string Selector::store_learned() {
+  if (cache_path_.empty() || !learner_) return "";
+  TuningTable table = cache_table_;
+  table.learned = learner_->learned();
+  table.corrections = learner_->corrections();
+  return write_cache_text(cache_path_, tuning_to_json(table));
+}
+
 std::unique_ptr<Selector> make_selector(Transport& transport, const Config& config) {
+  if (config.tuner == TunerMode::off) return std::make_unique<Selector>(config, nullptr);
   const std::string cls(link_class(transport.kind()));
   // Ranks that are threads of this process have no hosts to lay out and no
   // link to calibrate: they keep the defaults unless a tuning file has their
@@ -75,6 +105,8 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
   CostParams params{kInprocAlpha, kInprocBeta, kDefaultGamma, 1};
   std::vector<TuningRule> rules;
   std::shared_ptr<const MachineSim> model;
+  std::vector<LearnedPick> learned;
+  std::vector<ModelCorrection> corrections;
   auto take = [&](const TuningTable& table, std::vector<int> host_of) {
     params.gamma = table.gamma;
     params.ports = table.ports;
@@ -82,6 +114,8 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
     if (it == table.links.end()) return false;
     params.alpha = it->second.alpha;
     params.beta = it->second.beta;
+    learned = table.learned;
+    corrections = table.corrections;
     if (!it->second.curve.empty()) {
       if (host_of.size() != static_cast<size_t>(transport.size())) host_of.clear();
       model = std::make_shared<MachineSim>(table, cls, std::move(host_of));
@@ -89,6 +123,8 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
     return true;
   };
   bool have = false;
+  std::string cache_path;
+  TuningTable cache_table;
   if (!config.tuning_file.empty()) {
     // Config::tuning_file comes from CHORUS_TUNING_FILE alone: its errors name it.
     TuningTable table;
@@ -116,14 +152,29 @@ std::unique_ptr<Selector> make_selector(Transport& transport, const Config& conf
                 cached.path.empty() ? std::string("(cache off)") : cached.path, " for ", cls,
                 " in ", std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
                 " ms");
+    // Rank 0 keeps the cache entry; the learned picks go there.
+    if (transport.rank() == 0 && !cached.path.empty()) {
+      cache_path = cached.path;
+      cache_table = std::move(cached.table);
+    }
   }
   auto tuner =
       std::make_unique<Tuner>(transport.size(), params, std::move(rules), std::move(model));
+  std::function<void(const std::string&)> log;
   if (config.log_tuning) {
     const int rank = transport.rank();
-    tuner->set_log([rank](const std::string& text) { write_log_line(LogLevel::info, rank, text); });
+    log = [rank](const std::string& text) { write_log_line(LogLevel::info, rank, text); };
+    tuner->set_log(log);
   }
-  return std::make_unique<Selector>(config, std::move(tuner));
+  auto selector = std::make_unique<Selector>(config, std::move(tuner));
+  const bool learns = config.tuner == TunerMode::learn && (processes || config.tuner_set);
+  if (learns) {
+    selector->set_learner(
+        std::make_unique<Learner>(LearnSettings{}, std::move(learned), std::move(corrections)));
+    selector->set_cache_entry(std::move(cache_path), std::move(cache_table));
+  }
+  selector->set_log(std::move(log));
+  return selector;
 }
 
 }  // namespace chorus

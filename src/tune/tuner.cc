@@ -27,7 +27,7 @@ Tuner::Tuner(int nranks, CostParams params, std::vector<TuningRule> rules,
              std::shared_ptr<const MachineSim> model)
     : nranks_(nranks), params_(params), rules_(std::move(rules)), model_(std::move(model)) {}
 
-double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec) const {
+double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec, bool corrected) const {
   const double m = model_bytes(spec.collective, nranks_, spec.count, spec.elem_size);
   CostParams params = params_;
   params.segment_bytes = spec.segment_bytes;
@@ -36,7 +36,9 @@ double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec) const {
   if (fitted && nranks_ <= kModelSimMaxRanks) {
     CollectiveSpec s = spec;
     s.nranks = nranks_;
-    return model_->time(algo, s, representative_type(spec.elem_size), ReduceOp::sum);
+    const DataType type = representative_type(spec.elem_size);
+    return corrected ? model_->time(algo, s, type, ReduceOp::sum)
+                     : model_->raw_time(algo, s, type, ReduceOp::sum);
   }
   if (fitted) params.beta = model_->link().beta_at(m / nranks_);
   // Closed forms assume a switch, as the simulation below does.
@@ -116,6 +118,35 @@ const Algorithm* Tuner::pick(const CollectiveSpec& spec,
   }
   if (log) log_(str_cat(line, " -> ", best ? best->name : std::string_view("none")));
   return best;
+}
+
+std::vector<LearnCandidate> Tuner::learn_candidates(const CollectiveSpec& spec,
+                                                    std::span<const Algorithm* const> candidates,
+                                                    double within, int min, int max) {
+  std::vector<LearnCandidate> out;
+  const Algorithm* first = pick(spec, candidates);
+  if (first == nullptr) return out;
+  out.push_back({first, predict(*first, spec, false)});
+  // A measured rule of a file without a fitted model (a chorus-perf sweep)
+  // is a measurement already: the class keeps it.
+  if (!(model_ && model_->fitted()) && rule_pick(spec, candidates) == first) return out;
+  std::vector<std::pair<double, const Algorithm*>> others;
+  double best = predict(*first, spec);
+  for (const Algorithm* a : candidates) {
+    if (a == first || !supports(*a, spec)) continue;
+    const double t = predict(*a, spec);
+    best = std::min(best, t);
+    others.emplace_back(t, a);
+  }
+  // Stable: equal predictions keep registry order.
+  std::stable_sort(others.begin(), others.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [t, a] : others) {
+    const int have = static_cast<int>(out.size());
+    if (have >= max || (have >= min && !(t <= within * best))) break;
+    out.push_back({a, predict(*a, spec, false)});
+  }
+  return out;
 }
 
 }  // namespace chorus

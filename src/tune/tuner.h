@@ -32,6 +32,7 @@
 
 #include "algorithms/algorithm.h"
 #include "model/cost_model.h"
+#include "tune/learner.h"
 #include "tune/model_sim.h"
 #include "tune/tuning_file.h"
 
@@ -69,7 +70,9 @@ class Tuner {
   // Predicted time of `algo` for `spec`: its closed form on a switch, or,
   // where it has none, a simulation of its Programs on a switch with these
   // parameters.
-  double predict(const Algorithm& algo, const CollectiveSpec& spec) const;
+  // With `corrected` false, a fitted model's time before the corrections it
+  // has learned (MachineSim::raw_time).
+  double predict(const Algorithm& algo, const CollectiveSpec& spec, bool corrected = true) const;
 
   // Among `candidates` (registry order, each supported on every rank): the
   // measured rule's algorithm, else the least predicted time, a later
@@ -79,6 +82,17 @@ class Tuner {
   const Algorithm* pick(const CollectiveSpec& spec, std::span<const Algorithm* const> candidates);
   // The same among every algorithm supported on every rank (candidates_for).
   const Algorithm* pick(const CollectiveSpec& spec) { return pick(spec, candidates_for(spec)); }
+
+  // The candidates the learner explores for `spec` (tune/learner.h): pick()'s
+  // first, then the others predicted within `within` of the least predicted
+  // time (the fastest `min` in all whatever their time), fastest first, `max`
+  // in all. Their `predicted` is the uncorrected
+  // prediction (predict(..., false)), which the learner compares observed
+  // times with. Where a measured rule of a file without a fitted model
+  // decides the call, its pick alone (nothing to explore).
+  std::vector<LearnCandidate> learn_candidates(const CollectiveSpec& spec,
+                                               std::span<const Algorithm* const> candidates,
+                                               double within, int min, int max);
 
   // Replaces the measured rules.
   void set_rules(std::vector<TuningRule> rules) { rules_ = std::move(rules); }

@@ -31,6 +31,14 @@ std::string json_string(const nlohmann::json& j, const char* key, std::string_vi
   return j[key].get<std::string>();
 }
 
+// A size class: ceil(log2(bytes)), 0 to 63.
+int json_size_class(const nlohmann::json& j, std::string_view where) {
+  const double c = json_number(j, "size_class", where);
+  if (!(c >= 0 && c <= 63) || c != std::floor(c))
+    fail(ErrorCode::invalid_argument, where, ": size_class must be a whole number from 0 to 63");
+  return static_cast<int>(c);
+}
+
 // [[bytes, seconds per byte], ...], sizes increasing, values >= 0.
 RateCurve json_curve(const nlohmann::json& j, const std::string& where) {
   if (!j.is_array())
@@ -181,6 +189,62 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
       t.rules.push_back(std::move(r));
     }
   }
+  if (j.contains("learned")) {
+    if (!j["learned"].is_array())
+      fail(ErrorCode::invalid_argument, where, ": \"learned\" must be a list");
+    for (const auto& v : j["learned"]) {
+      const std::string w = str_cat(where, ": learned pick ", v.dump());
+      if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
+      LearnedPick l;
+      const auto coll = parse_collective(json_string(v, "collective", w));
+      const auto type = parse_data_type(json_string(v, "type", w));
+      const auto op = parse_reduce_op(json_string(v, "op", w));
+      if (!coll || !type || !op)
+        fail(ErrorCode::invalid_argument, w, ": needs a known collective, type and op");
+      l.collective = *coll;
+      l.type = *type;
+      l.op = *op;
+      l.size_class = json_size_class(v, w);
+      const std::string buffers = json_string(v, "buffers", w);
+      if (buffers != "user" && buffers != "window")
+        fail(ErrorCode::invalid_argument, w, ": buffers must be \"user\" or \"window\"");
+      l.window_buffers = buffers == "window";
+      l.algorithm = json_string(v, "algorithm", w);
+      if (find_algorithm(l.collective, l.algorithm) == nullptr)
+        fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", l.algorithm,
+             "'; known: ", algorithm_names(l.collective));
+      l.seconds = json_number(v, "time_s", w);
+      if (!(l.seconds > 0) || !std::isfinite(l.seconds))
+        fail(ErrorCode::invalid_argument, w, ": time_s must be > 0");
+      t.learned.push_back(std::move(l));
+    }
+  }
+  if (j.contains("corrections")) {
+    if (!j["corrections"].is_array())
+      fail(ErrorCode::invalid_argument, where, ": \"corrections\" must be a list");
+    for (const auto& v : j["corrections"]) {
+      const std::string w = str_cat(where, ": correction ", v.dump());
+      if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
+      ModelCorrection c;
+      const auto coll = parse_collective(json_string(v, "collective", w));
+      const auto type = parse_data_type(json_string(v, "type", w));
+      if (!coll || !type)
+        fail(ErrorCode::invalid_argument, w, ": needs a known collective and type");
+      c.collective = *coll;
+      c.type = *type;
+      c.size_class = json_size_class(v, w);
+      c.algorithm = json_string(v, "algorithm", w);
+      if (!c.algorithm.empty() && find_algorithm(c.collective, c.algorithm) == nullptr)
+        fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", c.algorithm,
+             "' (\"\" for the size class's correction); known: ", algorithm_names(c.collective));
+      c.factor = json_number(v, "factor", w);
+      const double samples = json_number(v, "samples", w);
+      if (!(c.factor > 0) || !std::isfinite(c.factor) || !(samples >= 1 && samples <= 1e9))
+        fail(ErrorCode::invalid_argument, w, ": factor must be > 0 and samples from 1 to 1e9");
+      c.samples = static_cast<int>(samples);
+      t.corrections.push_back(std::move(c));
+    }
+  }
   return t;
 }
 
@@ -222,6 +286,29 @@ std::string tuning_to_json(const TuningTable& t) {
                        {"min_bytes", r.min_bytes},
                        {"algorithm", r.algorithm}});
     j["rules"] = rules;
+  }
+  if (!t.learned.empty()) {
+    nlohmann::json learned = nlohmann::json::array();
+    for (const LearnedPick& l : t.learned)
+      learned.push_back({{"collective", std::string(to_string(l.collective))},
+                         {"type", std::string(to_string(l.type))},
+                         {"op", std::string(to_string(l.op))},
+                         {"size_class", l.size_class},
+                         {"buffers", l.window_buffers ? "window" : "user"},
+                         {"algorithm", l.algorithm},
+                         {"time_s", l.seconds}});
+    j["learned"] = learned;
+  }
+  if (!t.corrections.empty()) {
+    nlohmann::json corrections = nlohmann::json::array();
+    for (const ModelCorrection& c : t.corrections)
+      corrections.push_back({{"collective", std::string(to_string(c.collective))},
+                             {"type", std::string(to_string(c.type))},
+                             {"size_class", c.size_class},
+                             {"algorithm", c.algorithm},
+                             {"factor", c.factor},
+                             {"samples", c.samples}});
+    j["corrections"] = corrections;
   }
   return j.dump(2) + "\n";
 }

@@ -12,7 +12,13 @@
 //    "compute": {"copy": [[65536, 5e-11], ...],
 //                "kernels": {"float32.sum": [[65536, 9e-11], ...], ...}},
 //    "rules": [{"collective": "allreduce", "link": "shm", "ranks": 2,
-//               "min_bytes": 8, "algorithm": "recursive_doubling"}, ...]}
+//               "min_bytes": 8, "algorithm": "recursive_doubling"}, ...],
+//    "learned": [{"collective": "allreduce", "type": "float32", "op": "sum",
+//                 "size_class": 20, "buffers": "user", "algorithm": "ring",
+//                 "time_s": 1.2e-4}, ...],
+//    "corrections": [{"collective": "allreduce", "type": "float32",
+//                     "size_class": 20, "algorithm": "ring", "factor": 0.8,
+//                     "samples": 3}, ...]}
 //
 // Version 2 adds the fitted machine model (model/machine_model.h): a link's
 // curve, half_duplex and mem_traffic, the host and the compute rates. All of
@@ -24,7 +30,11 @@
 //
 // Rules are measured decisions: chorus-perf --calibrate times every algorithm
 // at each size of a sweep and records the fastest (see tuner.h for how they
-// are used).
+// are used). "learned" and "corrections" are what the tuner learned from a
+// job's own calls (tune/learner.h), as the calibration cache keeps them: the
+// winner of each call class, and the factors by which observed times
+// correct the model's predictions. A file without them is the same model
+// with nothing learned.
 #pragma once
 
 #include "core/collective.h"
@@ -70,6 +80,34 @@ struct CalibrationLoad {
   friend bool operator==(const CalibrationLoad&, const CalibrationLoad&) = default;
 };
 
+// A call class's learned winner (tune/learner.h: LearnKey). size_class is
+// ceil(log2(bytes of the call's vector)); time_s the winner's agreed median.
+struct LearnedPick {
+  Collective collective = Collective::allreduce;
+  DataType type = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  int size_class = 0;
+  bool window_buffers = false;
+  std::string algorithm;
+  double seconds = 0;
+  friend bool operator==(const LearnedPick&, const LearnedPick&) = default;
+};
+
+// observed / predicted time of the calls of one collective, element type
+// (model_sim.h: representative_type of its size) and size class, as a
+// geometric mean over `samples` agreed observations: of one algorithm, or,
+// with an empty algorithm, of every algorithm observed there. The model's
+// prediction is multiplied by it (MachineSim::time).
+struct ModelCorrection {
+  Collective collective = Collective::allreduce;
+  DataType type = DataType::float32;
+  int size_class = 0;
+  std::string algorithm;  // "" = the whole size class
+  double factor = 1;
+  int samples = 0;
+  friend bool operator==(const ModelCorrection&, const ModelCorrection&) = default;
+};
+
 struct TuningTable {
   std::map<std::string, LinkParams> links;  // by link class
   std::vector<TuningRule> rules;
@@ -78,6 +116,8 @@ struct TuningTable {
   HostParams host;                             // version 2: fitted
   ComputeModel compute;                        // version 2: fitted
   std::optional<CalibrationLoad> calibration;  // the calibration cache's record
+  std::vector<LearnedPick> learned;            // the calibration cache's learned picks
+  std::vector<ModelCorrection> corrections;    // and the model's learned corrections
   // Whether the file carries a fitted model (a link with a curve).
   bool fitted() const {
     for (const auto& [name, p] : links)

@@ -95,6 +95,31 @@ TEST(Config, TimeoutSpinAndDebug) {
   EXPECT_TRUE(c.log_tuning);
 }
 
+TEST(Config, TunerModes) {
+  const Config d = Config::from_env(env_from_map({}));
+  EXPECT_EQ(d.tuner, TunerMode::learn);
+  EXPECT_FALSE(d.tuner_set);
+  const std::pair<const char*, TunerMode> modes[] = {
+      {"learn", TunerMode::learn}, {"model", TunerMode::model}, {"off", TunerMode::off}};
+  for (const auto& [text, mode] : modes) {
+    const Config c = Config::from_env(env_from_map({{"CHORUS_TUNER", text}}));
+    EXPECT_EQ(c.tuner, mode) << text;
+    EXPECT_TRUE(c.tuner_set);
+    EXPECT_EQ(to_string(mode), text);
+  }
+  // CHORUS_DEBUG items in any case; TUNE is TUNING.
+  EXPECT_TRUE(Config::from_env(env_from_map({{"CHORUS_DEBUG", "tune"}})).log_tuning);
+  EXPECT_TRUE(Config::from_env(env_from_map({{"CHORUS_DEBUG", "warn,Tuning"}})).log_tuning);
+  try {
+    Config::from_env(env_from_map({{"CHORUS_TUNER", "fastest"}}));
+    ADD_FAILURE() << "CHORUS_TUNER=fastest was accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(err.what()).find("CHORUS_TUNER"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("fastest"), std::string::npos) << err.what();
+  }
+}
+
 TEST(Config, LongTimeoutsSaturateToNoDeadline) {
   {
     ScopedEnv t("CHORUS_TIMEOUT", "inf");

@@ -82,6 +82,7 @@ both CHORUS_TIMEOUT 0
 both CHORUS_TRANSPORT carrier-pigeon
 both CHORUS_TCP_STREAMS 0
 both CHORUS_TUNING_CACHE maybe
+both CHORUS_TUNER fastest
 both CHORUS_TUNING_FILE "$tmp/no-such-tuning.json"
 both CHORUS_TRACE "$tmp/file/trace"
 both CHORUS_FLIGHT_RECORDER "$tmp/file/flight"

@@ -253,6 +253,23 @@ TEST_F(CalibrationCache, AQuietStartReplacesAProvisionalEntry) {
   EXPECT_EQ(tuning_to_json(next.table), tuning_to_json(quiet.table));
 }
 
+// The learned picks of a replaced provisional entry stay (the learner checks
+// them early against its own calls); its corrections, relative to the model
+// replaced, go. Every rank gets the same table.
+TEST_F(CalibrationCache, AReplacedProvisionalEntryKeepsItsLearnedPicks) {
+  const CachedModel busy = run_cache(2, config_, busy_host);
+  TuningTable poisoned = busy.table;
+  poisoned.learned = {
+      {Collective::allreduce, DataType::float32, ReduceOp::sum, 16, false, "ring", 9e-5}};
+  poisoned.corrections = {{Collective::allreduce, DataType::float32, 16, "ring", 3.0, 4}};
+  std::ofstream(busy.path) << tuning_to_json(poisoned);
+  const CachedModel quiet = run_cache(2, config_, quiet_host);  // checks ranks agree
+  EXPECT_TRUE(quiet.replaced_provisional);
+  EXPECT_EQ(quiet.table.learned, poisoned.learned);
+  EXPECT_TRUE(quiet.table.corrections.empty());
+  EXPECT_FALSE(stored_load(quiet.path).provisional);
+}
+
 // A derived communicator (split) uses a provisional entry as it is, also on a
 // quiet host: its siblings, made at the same moment, would make a new
 // calibration busy again.
