@@ -75,12 +75,14 @@ void CommunicatorImpl::learn_agree(LearnClass& c, std::chrono::milliseconds time
       agreed[k] = std::max(agreed[k], all[r * mine.size() + k]);
   const std::string line = c.agree(agreed);
   if (selector_->log()) selector_->log()(line);
-  if (selector_->learner()->absorb(c) && rank_ == 0)
-    if (std::string why = selector_->store_learned(); !why.empty() && !store_warned_) {
-      store_warned_ = true;
-      log_message(config_.log_level, LogLevel::warn, rank_, "calibration cache '",
-                  selector_->cache_path(), "': ", why, "; learned picks are kept for this job");
-    }
+  if (selector_->learner()->absorb(c) && rank_ == 0) warn_store(selector_->note_learned());
+}
+
+void CommunicatorImpl::warn_store(const std::string& why) {
+  if (why.empty() || store_warned_) return;
+  store_warned_ = true;
+  log_message(config_.log_level, LogLevel::warn, rank_, "calibration cache '",
+              selector_->cache_path(), "': ", why, "; learned picks are kept for this job");
 }
 
 void CommunicatorImpl::setup_allgather(const void* mine, void* all, size_t bytes) {

@@ -162,6 +162,14 @@ void CommunicatorImpl::abort(std::string_view reason) {
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  // The learner's decisions held back from the cache (Selector::note_learned).
+  if (rank_ == 0 && selector_ != nullptr) {
+    try {
+      warn_store(selector_->flush_learned());
+    } catch (...) {
+      // A destructor gives up the write rather than throw.
+    }
+  }
   if (tracer_ == nullptr) return;
   engine_.set_tracer(nullptr);
   try {

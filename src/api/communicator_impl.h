@@ -213,6 +213,9 @@ class CommunicatorImpl {
   // rank 0 stores a decision in the calibration cache.
   void learn_agree(LearnClass& c, std::chrono::milliseconds timeout);
   bool store_warned_ = false;
+  // Warns once that the learner's picks could not be stored (`why`; "" is
+  // fine).
+  void warn_store(const std::string& why);
   // The learner's key of a call.
   static LearnKey learn_key(const Call& call, const CollectiveSpec& spec);
   struct ExchangeCall {

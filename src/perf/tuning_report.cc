@@ -27,8 +27,9 @@ std::string entry_report(const std::filesystem::path& file) {
   const bool current = name.size() > probes.size() &&
                        name.compare(name.size() - probes.size(), probes.size(), probes) == 0;
   out << "## " << file.string()
-      << (current ? "" : str_cat("  (another probe revision: not used by this chorus, which uses p",
-                                 kCalibrationProbes, ")"))
+      << (current ? ""
+                  : str_cat("  (another probe revision: not used by this chorus, which uses p",
+                            kCalibrationProbes, ")"))
       << "\n";
   std::ifstream in(file);
   std::ostringstream text;
@@ -41,12 +42,13 @@ std::string entry_report(const std::filesystem::path& file) {
     return out.str();
   }
   for (const auto& [cls, link] : t.links)
-    out << "  link " << cls << ": alpha " << fmt_us(link.alpha) << " us, beta "
-        << link.beta / 1e9 << " GB/s" << (link.curve.empty() ? "" : ", fitted curve") << "\n";
+    out << "  link " << cls << ": alpha " << fmt_us(link.alpha) << " us, beta " << link.beta / 1e9
+        << " GB/s" << (link.curve.empty() ? "" : ", fitted curve") << "\n";
   if (t.calibration)
-    out << "  calibrated " << (t.calibration->provisional ? "on a busy host (provisional)" : "quiet")
-        << ": " << t.calibration->others_running << " other tasks running, load "
-        << t.calibration->loadavg << ", " << t.calibration->cores << " cores\n";
+    out << "  calibrated "
+        << (t.calibration->provisional ? "on a busy host (provisional)" : "quiet") << ": "
+        << t.calibration->others_running << " other tasks running, load " << t.calibration->loadavg
+        << ", " << t.calibration->cores << " cores\n";
   std::vector<LearnedPick> learned = t.learned;
   std::sort(learned.begin(), learned.end(), [](const LearnedPick& a, const LearnedPick& b) {
     return std::tie(a.collective, a.type, a.op, a.window_buffers, a.size_class) <
@@ -60,7 +62,8 @@ std::string entry_report(const std::filesystem::path& file) {
     out << line;
     for (const LearnedPick& l : learned) {
       const std::string range =
-          l.size_class == 0 ? "1" : str_cat((1ull << (l.size_class - 1)) + 1, "-", 1ull << l.size_class);
+          l.size_class == 0 ? "1"
+                            : str_cat((1ull << (l.size_class - 1)) + 1, "-", 1ull << l.size_class);
       std::snprintf(line, sizeof line, "    %-15s %-9s %-5s %-7s %21s  %-20s %12s\n",
                     std::string(to_string(l.collective)).c_str(),
                     std::string(to_string(l.type)).c_str(), std::string(to_string(l.op)).c_str(),
@@ -87,7 +90,8 @@ std::string entry_report(const std::filesystem::path& file) {
 
 std::string tuning_report(const std::string& cache_dir) {
   std::ostringstream out;
-  if (cache_dir.empty()) return "# no calibration cache directory (neither XDG_CACHE_HOME nor HOME)\n";
+  if (cache_dir.empty())
+    return "# no calibration cache directory (neither XDG_CACHE_HOME nor HOME)\n";
   out << "# calibration cache of host " << cache_host_name() << " in " << cache_dir << "\n";
   std::vector<std::filesystem::path> files;
   std::error_code ec;

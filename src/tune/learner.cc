@@ -94,7 +94,7 @@ void LearnClass::begin_exploring() {
   phase_ = LearnPhase::exploring;
   alive_.clear();
   for (int c = 0; c < static_cast<int>(candidates_.size()); ++c) alive_.push_back(c);
-  round_ = position_ = 0;
+  round_ = position_ = visit_ = 0;
   rounds_ = std::max(1, rounds_for_class());
   dropped_ = false;
   samples_.assign(candidates_.size(), {});
@@ -105,8 +105,9 @@ Agreement LearnClass::due() const {
     case LearnPhase::model:
       return Agreement::none;
     case LearnPhase::exploring:
-      if (position_ != 0) return Agreement::none;
-      if (round_ == 2 && !dropped_ && rounds_ >= 2) return Agreement::drop;
+      if (position_ != 0 || visit_ != 0) return Agreement::none;
+      if (round_ == s_.drop_after + 1 && !dropped_ && rounds_ > s_.drop_after)
+        return Agreement::drop;
       if (round_ == rounds_ + 1) return Agreement::decide;
       return Agreement::none;
     case LearnPhase::decided:
@@ -119,6 +120,13 @@ std::vector<double> LearnClass::figures() const {
   std::vector<double> f(candidates_.size(), 0.0);
   switch (due()) {
     case Agreement::drop:
+      // The least of the first rounds' times: one slow call (a wake-up, a
+      // page fault) does not drop a candidate.
+      for (int c : alive_) {
+        const auto& v = samples_[static_cast<size_t>(c)];
+        f[static_cast<size_t>(c)] = v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+      }
+      break;
     case Agreement::decide:
       for (int c : alive_) f[static_cast<size_t>(c)] = median(samples_[static_cast<size_t>(c)]);
       break;
@@ -138,7 +146,7 @@ std::string LearnClass::agree(std::span<const double> m) {
   observed_.clear();
   decided_now_ = false;
   const std::string head = str_cat("learn ", describe(key_), ": ");
-  auto decide = [&](int winner, const char* how) {
+  auto decide = [&](int winner, std::string_view how) {
     if (winner < 0) winner = 0;  // no rank timed any: the model's pick
     decided_now_ = true;
     phase_ = LearnPhase::decided;
@@ -160,14 +168,16 @@ std::string LearnClass::agree(std::span<const double> m) {
     case Agreement::drop: {
       dropped_ = true;
       const int best = least(alive_, m, 0);
-      if (best < 0) return str_cat(head, "round 1: no times yet");
+      const std::string rounds = str_cat("rounds 1-", s_.drop_after);
+      if (best < 0) return str_cat(head, rounds, ": no times yet");
       const double tb = m[static_cast<size_t>(best)];
       double spent = 0;
       std::vector<int> kept;
       std::string dropped;
       for (int c : alive_) {
         const double t = m[static_cast<size_t>(c)];
-        spent += 2 * std::max(0.0, t - tb);  // rounds 0 and 1
+        // Rounds 0 .. drop_after, `burst` calls of each candidate a round.
+        spent += (s_.drop_after + 1) * s_.burst * std::max(0.0, t - tb);
         if (t > s_.drop * tb) {
           dropped += str_cat(" ", candidates_[static_cast<size_t>(c)].algorithm->name);
         } else {
@@ -177,18 +187,19 @@ std::string LearnClass::agree(std::span<const double> m) {
       std::string shown = figures_text(candidates_, m, alive_);
       alive_ = std::move(kept);
       double per_round = 0;
-      for (int c : alive_) per_round += std::max(0.0, m[static_cast<size_t>(c)] - tb);
+      for (int c : alive_) per_round += s_.burst * std::max(0.0, m[static_cast<size_t>(c)] - tb);
       const double allowed = s_.budget * s_.budget_calls * tb - spent;
-      int more = rounds_ - 1;
+      int more = rounds_ - s_.drop_after;
       if (per_round > 0)
         more = static_cast<int>(
             std::min<double>(more, std::floor(std::max(0.0, allowed) / per_round)));
-      rounds_ = 1 + more;
-      std::string line = str_cat(head, "round 1 ", shown,
-                                 dropped.empty() ? "" : str_cat(", dropped", dropped), ", ", more,
-                                 " more round", more == 1 ? "" : "s");
+      rounds_ = s_.drop_after + more;
+      std::string line =
+          str_cat(head, rounds, " ", shown, dropped.empty() ? "" : str_cat(", dropped", dropped),
+                  ", ", more, " more round", more == 1 ? "" : "s");
       if (alive_.size() == 1 || more == 0)
-        return str_cat(line, "; ", decide(least(alive_, m, s_.margin), "decided on round 1"));
+        return str_cat(line, "; ",
+                       decide(least(alive_, m, s_.margin), str_cat("decided on ", rounds)));
       return line;
     }
     case Agreement::decide:
@@ -205,8 +216,7 @@ std::string LearnClass::agree(std::span<const double> m) {
       }
       next_check_ = calls_ + check_gap_;
       check_gap_ = std::min<uint64_t>(check_gap_ * 2, static_cast<uint64_t>(s_.max_check_gap));
-      return str_cat(head, name, " median ", t * 1e6, "us, learned ", learned_ * 1e6,
-                     "us: kept");
+      return str_cat(head, name, " median ", t * 1e6, "us, learned ", learned_ * 1e6, "us: kept");
     }
     case Agreement::none:
       break;
@@ -232,10 +242,15 @@ LearnStep LearnClass::next() {
     case LearnPhase::exploring: {
       const auto n = static_cast<int>(alive_.size());
       step.candidate = alive_[static_cast<size_t>((position_ + round_) % n)];
-      if (round_ >= 1) step.ticket = make_ticket(step.candidate, round_);
-      if (++position_ == n) {
-        ++round_;
-        position_ = 0;
+      // A visit's first call pays for what the candidate before it left
+      // behind (ranks out of step, its last completions): not timed.
+      if (round_ >= 1 && visit_ >= 1) step.ticket = make_ticket(step.candidate, round_);
+      if (++visit_ >= s_.burst) {
+        visit_ = 0;
+        if (++position_ == n) {
+          ++round_;
+          position_ = 0;
+        }
       }
       break;
     }

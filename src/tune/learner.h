@@ -14,11 +14,16 @@
 //                          (its Program, its first pages); rounds 1 .. R are
 //                          timed. Within round r the candidates run rotated
 //                          by r, so the order is a function of the class's
-//                          call number alone, the same on every rank.
-//     after round 1        agreement: each candidate's time (maximum over
-//                          ranks); a candidate slower than `drop` x the best
-//                          is dropped, and the rounds left are cut to what the
-//                          budget allows (below)
+//                          call number alone, the same on every rank. Each
+//                          visit of a candidate is `burst` calls in a row,
+//                          the first not timed: it pays for what the
+//                          candidate before left behind (ranks out of step,
+//                          a one-sided algorithm's last completions).
+//     after round D        agreement (D = drop_after): each candidate's
+//                          least time so far (maximum over ranks); one
+//                          slower than `drop` x the best is dropped, and the
+//                          rounds left are cut to what the budget allows
+//                          (below)
 //     after round R        agreement: each candidate's median (maximum over
 //                          ranks); the winner is the least, a later candidate
 //                          replacing an earlier one only when `margin`
@@ -36,8 +41,8 @@
 // a candidate slow for all (the call's time is its slowest rank's).
 //
 // Budget: the exploration's cost over the eventual winner, counted from the
-// agreed times after round 1 (rounds 0 and 1 spent, each later round the sum
-// of the survivors' excess), is held to `budget` x the winner's time x
+// agreed times after round D (rounds 0 .. D spent, each later round the sum
+// of the survivors' excess, `burst` calls each), is held to `budget` x the winner's time x
 // budget_calls (5% of the class's first 1,000 calls); the rounds left are cut
 // to fit, and with none left the class decides at once.
 //
@@ -81,19 +86,21 @@ std::string describe(const LearnKey& key);
 
 struct LearnSettings {
   int max_candidates = 3;
-  double within = 2.0;  // candidates: predicted within this factor of the best,
+  double within = 2.0;     // candidates: predicted within this factor of the best,
   int min_candidates = 2;  // and at least this many where there are
-  int start = 6;        // calls of a class that run the model's pick first
+  int start = 6;           // calls of a class that run the model's pick first
   int rounds_small = 8;    // timed rounds of a class up to small_class
   int rounds_large = 4;    // and above
   int small_class = 16;    // 64 KiB
-  double drop = 2.0;       // dropped after round 1 when slower than this x the best
+  int burst = 2;           // calls of a candidate in a row while exploring
+  int drop_after = 2;      // timed rounds before the drop agreement
+  double drop = 2.0;       // dropped then when slower than this x the best
   double margin = 0.03;    // a later candidate wins only when this much faster
   double drift = 1.5;      // explore again when the watched median moves this far
   int watch = 16;          // winner times the drift check takes the median of
   int first_check = 16;    // class calls after a decision before the first check
   int max_check_gap = 1024;
-  double budget = 0.05;  // exploration's cost over the winner, as a share of
+  double budget = 0.05;     // exploration's cost over the winner, as a share of
   int budget_calls = 1000;  // this many calls of the winner
 };
 
@@ -108,8 +115,8 @@ enum class LearnPhase { model, exploring, decided };
 
 // What a call of a class runs, and how its time is to be recorded.
 struct LearnStep {
-  int candidate = 0;     // index into the class's candidates
-  uint64_t ticket = 0;   // pass to record(); 0: the call is not timed
+  int candidate = 0;    // index into the class's candidates
+  uint64_t ticket = 0;  // pass to record(); 0: the call is not timed
 };
 
 // An agreement's kind, as the log names it.
@@ -165,9 +172,10 @@ class LearnClass {
   uint64_t calls_ = 0;
   int epoch_ = 0;  // explorations begun; tickets carry it
   // Exploring.
-  std::vector<int> alive_;               // candidate indices still in the race
+  std::vector<int> alive_;  // candidate indices still in the race
   int round_ = 0, position_ = 0, rounds_ = 0;
-  bool dropped_ = false;                 // the round-1 agreement happened
+  int visit_ = 0;                             // calls of the current visit made
+  bool dropped_ = false;                      // the drop agreement happened
   std::vector<std::vector<double>> samples_;  // per candidate, this rank's timed rounds
   // Decided.
   int winner_ = 0;

@@ -58,13 +58,17 @@ double MachineSim::raw_time(const Algorithm& algo, const CollectiveSpec& spec, D
   return link_.call_overhead + simulate(programs, *topology(spec.nranks), options(type, op)).time;
 }
 
+double MachineSim::correction(const Algorithm& algo, const CollectiveSpec& spec,
+                              DataType type) const {
+  if (table_.corrections.empty()) return 1;
+  return correction_factor(table_.corrections, spec.collective,
+                           representative_type(dtype_size(type)), algo.name,
+                           size_class_of(spec.count * spec.elem_size));
+}
+
 double MachineSim::time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
                         ReduceOp op) const {
-  const double t = raw_time(algo, spec, type, op);
-  if (table_.corrections.empty()) return t;
-  return t * correction_factor(table_.corrections, spec.collective,
-                               representative_type(dtype_size(type)), algo.name,
-                               size_class_of(spec.count * spec.elem_size));
+  return raw_time(algo, spec, type, op) * correction(algo, spec, type);
 }
 
 DataType representative_type(size_t elem_size) {

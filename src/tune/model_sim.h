@@ -56,6 +56,8 @@ class MachineSim {
   double time(const Algorithm& algo, const CollectiveSpec& spec, DataType type, ReduceOp op) const;
   double raw_time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
                   ReduceOp op) const;
+  // The correction time() applies to raw_time() (1 where none is learned).
+  double correction(const Algorithm& algo, const CollectiveSpec& spec, DataType type) const;
 
  private:
   TuningTable table_;

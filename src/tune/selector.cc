@@ -87,7 +87,19 @@ std::vector<LearnCandidate> Selector::learn_candidates(const CollectiveSpec& spe
   return tuner_->learn_candidates(spec, candidates, s.within, s.min_candidates, s.max_candidates);
 }
 
+std::string Selector::note_learned() {
+  learned_dirty_ = true;
+  if (std::chrono::steady_clock::now() - last_store_ < kLearnedWriteGap) return "";
+  return store_learned();
+}
+
+std::string Selector::flush_learned() {
+  return learned_dirty_ ? store_learned() : "";
+}
+
 std::string Selector::store_learned() {
+  learned_dirty_ = false;
+  last_store_ = std::chrono::steady_clock::now();
   if (cache_path_.empty() || !learner_) return "";
   TuningTable table = cache_table_;
   table.learned = learner_->learned();

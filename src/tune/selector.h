@@ -25,6 +25,7 @@
 #include "tune/learner.h"
 #include "tune/tuner.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -60,11 +61,21 @@ class Selector {
   void set_cache_entry(std::string path, TuningTable table) {
     cache_path_ = std::move(path);
     cache_table_ = std::move(table);
+    last_store_ = std::chrono::steady_clock::now();  // the first write waits too
   }
   const std::string& cache_path() const { return cache_path_; }
   // Rewrites the cache entry with the learner's picks and corrections; ""
   // when done or there is nothing to write to, else why it failed.
   std::string store_learned();
+  // After a decision: the entry is rewritten when kLearnedWriteGap has
+  // passed since the last write (a write costs rank 0 a few hundred
+  // microseconds, which the other ranks would wait for inside a call), else
+  // at flush_learned(). Returns store_learned()'s "" or reason.
+  std::string note_learned();
+  // Writes what note_learned() has held back; the communicator calls it
+  // when it is destroyed.
+  std::string flush_learned();
+  static constexpr std::chrono::seconds kLearnedWriteGap{2};
 
   // Receives the learner's log lines (CHORUS_DEBUG=TUNING); may be empty.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
@@ -81,6 +92,8 @@ class Selector {
   std::unique_ptr<Learner> learner_;
   std::string cache_path_;
   TuningTable cache_table_;
+  bool learned_dirty_ = false;
+  std::chrono::steady_clock::time_point last_store_{};
   std::function<void(const std::string&)> log_;
 };
 

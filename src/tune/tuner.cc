@@ -37,8 +37,17 @@ double Tuner::predict(const Algorithm& algo, const CollectiveSpec& spec, bool co
     CollectiveSpec s = spec;
     s.nranks = nranks_;
     const DataType type = representative_type(spec.elem_size);
-    return corrected ? model_->time(algo, s, type, ReduceOp::sum)
-                     : model_->raw_time(algo, s, type, ReduceOp::sum);
+    // The simulation, once per algorithm and call shape: a pick and the
+    // learner's candidates ask for the same ones.
+    const RawKey key{&algo,          spec.collective,     spec.count,
+                     spec.elem_size, spec.root,           spec.average,
+                     spec.windows,   spec.window_buffers, spec.segment_bytes};
+    auto it = raw_.find(key);
+    if (it == raw_.end()) {
+      if (raw_.size() >= kRawEntries) raw_.clear();
+      it = raw_.emplace(key, model_->raw_time(algo, s, type, ReduceOp::sum)).first;
+    }
+    return corrected ? it->second * model_->correction(algo, s, type) : it->second;
   }
   if (fitted) params.beta = model_->link().beta_at(m / nranks_);
   // Closed forms assume a switch, as the simulation below does.
@@ -130,10 +139,29 @@ std::vector<LearnCandidate> Tuner::learn_candidates(const CollectiveSpec& spec,
   // A measured rule of a file without a fitted model (a chorus-perf sweep)
   // is a measurement already: the class keeps it.
   if (!(model_ && model_->fitted()) && rule_pick(spec, candidates) == first) return out;
+  // The seeds' pick: least time by the closed forms on a switch at the
+  // seeds' alpha, beta and gamma. Where the fitted model is wrong (it is, by
+  // tens of percent, and its ranking with it) the seeds' cost table is a
+  // second opinion of another kind, so it is always tried.
+  const Algorithm* seeds = nullptr;
+  double seeds_time = 0;
+  const double m = model_bytes(spec.collective, nranks_, spec.count, spec.elem_size);
+  for (const Algorithm* a : candidates) {
+    if (!supports(*a, spec)) continue;
+    const ClosedForm* f = closed_form_on(*a, "switch", nranks_, params_.ports);
+    if (f == nullptr) continue;
+    const Prediction p = f->at(nranks_, m, params_);
+    if (p.ok && (seeds == nullptr || p.seconds < seeds_time * (1 - kTunerPickMargin))) {
+      seeds = a;
+      seeds_time = p.seconds;
+    }
+  }
+  if (seeds != nullptr && seeds != first && max >= 2)
+    out.push_back({seeds, predict(*seeds, spec, false)});
   std::vector<std::pair<double, const Algorithm*>> others;
   double best = predict(*first, spec);
   for (const Algorithm* a : candidates) {
-    if (a == first || !supports(*a, spec)) continue;
+    if (a == first || a == seeds || !supports(*a, spec)) continue;
     const double t = predict(*a, spec);
     best = std::min(best, t);
     others.emplace_back(t, a);

@@ -37,6 +37,7 @@
 #include "tune/tuning_file.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -84,9 +85,10 @@ class Tuner {
   const Algorithm* pick(const CollectiveSpec& spec) { return pick(spec, candidates_for(spec)); }
 
   // The candidates the learner explores for `spec` (tune/learner.h): pick()'s
-  // first, then the others predicted within `within` of the least predicted
-  // time (the fastest `min` in all whatever their time), fastest first, `max`
-  // in all. Their `predicted` is the uncorrected
+  // first, then the seeds' pick (least time by the closed forms on a switch
+  // at the seeds' alpha, beta and gamma) where it differs, then the others
+  // predicted within `within` of the least predicted time (the fastest `min`
+  // in all whatever their time), fastest first, `max` in all. Their `predicted` is the uncorrected
   // prediction (predict(..., false)), which the learner compares observed
   // times with. Where a measured rule of a file without a fitted model
   // decides the call, its pick alone (nothing to explore).
@@ -106,6 +108,19 @@ class Tuner {
  private:
   const Algorithm* rule_pick(const CollectiveSpec& spec,
                              std::span<const Algorithm* const> candidates) const;
+
+  // The fitted model's raw predictions by algorithm and call shape.
+  struct RawKey {
+    const Algorithm* algo;
+    Collective collective;
+    size_t count, elem_size;
+    int root;
+    bool average, windows, window_buffers;
+    size_t segment_bytes;
+    auto operator<=>(const RawKey&) const = default;
+  };
+  static constexpr size_t kRawEntries = 4096;
+  mutable std::map<RawKey, double> raw_;
 
   int nranks_;
   CostParams params_;

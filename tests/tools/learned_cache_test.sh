@@ -9,7 +9,7 @@
 # another algorithm: job 2 must start decided on that one (its first learn
 # line for the class is the drift check of it, and chorus-perf's algo column
 # names it). Jobs at 3 ranks, over tcp, and with the entry renamed to another
-# probe revision start from nothing (their first learn line is round 1).
+# probe revision start from nothing (their first learn line is the first rounds).
 set -u
 perf=$1
 dir=$(mktemp -d /tmp/chorus_learned_cache.XXXXXX)
@@ -38,7 +38,7 @@ print(picks[0]["algorithm"] if picks else "")
 EOF
 )
 [ -n "$winner" ] || fail "job 1 stored no learned pick for 64 KiB AllReduce in $entry"
-first_learn_line | grep -q ": round 1 " || fail "job 1 did not explore first"
+first_learn_line | grep -q ": rounds 1-2 " || fail "job 1 did not explore first"
 echo "job 1 learned $winner"
 # chorus-perf --tuning-report shows it.
 "$perf" --tuning-report > "$dir/report" 2>&1 || fail "--tuning-report failed: $(cat "$dir/report")"
@@ -66,11 +66,11 @@ grep -v '^#' "$dir/out" | grep -q " $other " || fail "chorus-perf's algo column 
 echo "job 2 started decided on $other"
 
 job 3 shm 40
-first_learn_line | grep -q ": round 1 " || fail "a job of 3 ranks used the 2-rank entry"
+first_learn_line | grep -q ": rounds 1-2 " || fail "a job of 3 ranks used the 2-rank entry"
 job 2 tcp 40
-first_learn_line | grep -q ": round 1 " || fail "a tcp job used the shm entry"
+first_learn_line | grep -q ": rounds 1-2 " || fail "a tcp job used the shm entry"
 old=$(echo "$entry" | sed 's/\.p\([0-9]*\)\.json$/.p0.json/')
 mv "$entry" "$old"
 job 2 shm 40
-first_learn_line | grep -q ": round 1 " || fail "a job used an entry of another probe revision"
+first_learn_line | grep -q ": rounds 1-2 " || fail "a job used an entry of another probe revision"
 echo "PASS"

@@ -35,7 +35,8 @@ LearnKey key(int size_class = 20) {
 }
 
 std::vector<LearnCandidate> three() {
-  return {{algo("ring"), 1e-3}, {algo("double_binary_tree"), 1.1e-3},
+  return {{algo("ring"), 1e-3},
+          {algo("double_binary_tree"), 1.1e-3},
           {algo("halving_doubling"), 1.2e-3}};
 }
 
@@ -103,12 +104,17 @@ Timing fixed(double ring, double tree, double hd) {
 TEST(Learner, RunsTheModelsPickFirstThenEachCandidateInARotatingOrder) {
   Ranks ranks(2, LearnSettings{}, three());
   const LearnSettings& s = ranks.settings;
-  const std::vector<std::string> ran = ranks.run(s.start + 3 * 3, fixed(1, 1, 1));
+  ASSERT_EQ(s.burst, 2);
+  const std::vector<std::string> ran = ranks.run(s.start + 3 * 3 * 2, fixed(1, 1, 1));
   for (int i = 0; i < s.start; ++i) EXPECT_EQ(ran[static_cast<size_t>(i)], "ring") << i;
+  const char* ring = "ring";
+  const char* tree = "double_binary_tree";
+  const char* hd = "halving_doubling";
+  // Each visit is two calls in a row (the first not timed).
   const std::vector<std::string> expect = {
-      "ring", "double_binary_tree", "halving_doubling",  // round 0 (warm-up)
-      "double_binary_tree", "halving_doubling", "ring",  // round 1, rotated by 1
-      "halving_doubling", "ring", "double_binary_tree",  // round 2, rotated by 2
+      ring, ring, tree, tree, hd,   hd,    // round 0 (warm-up)
+      tree, tree, hd,   hd,   ring, ring,  // round 1, rotated by 1
+      hd,   hd,   ring, ring, tree, tree,  // round 2, rotated by 2
   };
   EXPECT_EQ(std::vector<std::string>(ran.begin() + s.start, ran.end()), expect);
   EXPECT_EQ(ranks.classes[0].phase(), LearnPhase::exploring);
@@ -145,7 +151,8 @@ TEST(Learner, OrderAndDecisionAreAFunctionOfTheTimingsAlone) {
   // Noisy but seeded timings: two runs give the same calls and log lines.
   const Timing t = [](int rank, const Algorithm& a, uint64_t call) {
     const double base = a.name == "ring" ? 1.0 : a.name == "double_binary_tree" ? 1.05 : 1.1;
-    return base * (1 + 0.2 * static_cast<double>((call * 7 + static_cast<uint64_t>(rank) * 3) % 5) / 5);
+    return base *
+           (1 + 0.2 * static_cast<double>((call * 7 + static_cast<uint64_t>(rank) * 3) % 5) / 5);
   };
   Ranks a(3, LearnSettings{}, three()), b(3, LearnSettings{}, three());
   EXPECT_EQ(a.run(120, t), b.run(120, t));
@@ -156,35 +163,36 @@ TEST(Learner, OrderAndDecisionAreAFunctionOfTheTimingsAlone) {
 TEST(Learner, AFarSlowerCandidateIsDroppedAfterTheFirstTimedRound) {
   Ranks ranks(2, LearnSettings{}, three());
   const LearnSettings& s = ranks.settings;
-  // halving_doubling 3x the ring: dropped at the round-1 agreement.
+  // halving_doubling 3x the ring: dropped at the agreement after round 2.
   const std::vector<std::string> ran = ranks.run(120, fixed(1e-3, 1.2e-3, 3e-3));
   ASSERT_GE(ranks.log.size(), 2u);
   EXPECT_NE(ranks.log[0].find("dropped halving_doubling"), std::string::npos) << ranks.log[0];
-  const size_t round2 = static_cast<size_t>(s.start + 2 * 3);
-  EXPECT_EQ(std::count(ran.begin() + static_cast<std::ptrdiff_t>(round2), ran.end(),
+  const size_t round3 = static_cast<size_t>(s.start + 3 * 3 * s.burst);
+  EXPECT_EQ(std::count(ran.begin() + static_cast<std::ptrdiff_t>(round3), ran.end(),
                        std::string("halving_doubling")),
             0);
   EXPECT_EQ(ranks.classes[0].current().name, "ring");
 }
 
 TEST(Learner, TheBudgetCutsTheRounds) {
-  // A budget of 5% of 20 calls of the winner (1 ms) is 1 ms: rounds 0 and 1
-  // already spent 2 x (0.9 + 0.9) ms over it, so the class decides at once.
+  // A budget of 5% of 20 calls of the winner (1 ms) is 1 ms: rounds 0 to 2
+  // already spent 3 x 2 x (0.9 + 0.9) ms over it, so the class decides at
+  // once.
   LearnSettings s;
   s.budget_calls = 20;
   Ranks ranks(2, s, three());
-  ranks.run(s.start + 2 * 3 + 1, fixed(1e-3, 1.9e-3, 1.9e-3));
+  ranks.run(s.start + 3 * 3 * s.burst + 1, fixed(1e-3, 1.9e-3, 1.9e-3));
   ASSERT_EQ(ranks.log.size(), 1u);
   EXPECT_NE(ranks.log[0].find("0 more rounds; learn"), std::string::npos) << ranks.log[0];
-  EXPECT_NE(ranks.log[0].find("decided on round 1"), std::string::npos) << ranks.log[0];
+  EXPECT_NE(ranks.log[0].find("decided on rounds 1-2"), std::string::npos) << ranks.log[0];
   EXPECT_EQ(ranks.classes[1].phase(), LearnPhase::decided);
   EXPECT_EQ(ranks.classes[1].current().name, "ring");
   // The default budget (1,000 calls) runs every round: 4 timed rounds
-  // above 64 KiB (rounds_large), 3 after the first.
+  // above 64 KiB (rounds_large), 2 after the drop agreement.
   Ranks roomy(2, LearnSettings{}, three());
   roomy.run(200, fixed(1e-3, 1.9e-3, 1.9e-3));
   ASSERT_GE(roomy.log.size(), 2u);
-  EXPECT_NE(roomy.log[0].find(", 3 more rounds"), std::string::npos) << roomy.log[0];
+  EXPECT_NE(roomy.log[0].find(", 2 more rounds"), std::string::npos) << roomy.log[0];
   EXPECT_NE(roomy.log[1].find("medians"), std::string::npos) << roomy.log[1];
 }
 
@@ -210,8 +218,8 @@ TEST(Learner, ADriftingWinnerIsExploredAgain) {
 
 TEST(Learner, ACachedDecisionIsWatchedFromTheStart) {
   const LearnSettings s;
-  const LearnedPick pick{Collective::allreduce, DataType::float32, ReduceOp::sum, 20, false,
-                         "halving_doubling", 1e-3};
+  const LearnedPick pick{
+      Collective::allreduce, DataType::float32, ReduceOp::sum, 20, false, "halving_doubling", 1e-3};
   // As cached and still true: kept, no exploration.
   Ranks ok(2, s, three(), &pick);
   EXPECT_EQ(ok.classes[0].phase(), LearnPhase::decided);
@@ -233,8 +241,8 @@ TEST(Learner, ACachedDecisionIsWatchedFromTheStart) {
       << poisoned.log[0];
   EXPECT_EQ(poisoned.classes[0].current().name, "ring");
   // A cached winner no longer among the candidates keeps its place.
-  const LearnedPick other{Collective::allreduce, DataType::float32, ReduceOp::sum, 20, false,
-                          "reduce_broadcast", 1e-3};
+  const LearnedPick other{
+      Collective::allreduce, DataType::float32, ReduceOp::sum, 20, false, "reduce_broadcast", 1e-3};
   LearnClass c(key(), three(), s, &other);
   EXPECT_EQ(c.current().name, "reduce_broadcast");
   EXPECT_EQ(c.candidates().size(), 4u);
@@ -244,19 +252,24 @@ TEST(Learner, AClassOfOneCandidateNeverExploresOrAgrees) {
   Ranks ranks(2, LearnSettings{}, {{algo("ring"), 1e-3}});
   const std::vector<std::string> ran = ranks.run(300, fixed(1e-3, 1e-3, 1e-3));
   EXPECT_TRUE(ranks.log.empty());
-  EXPECT_TRUE(std::all_of(ran.begin(), ran.end(), [](const std::string& n) { return n == "ring"; }));
+  EXPECT_TRUE(
+      std::all_of(ran.begin(), ran.end(), [](const std::string& n) { return n == "ring"; }));
 }
 
 TEST(Learner, StaleTicketsAreIgnored) {
   LearnSettings s;
   LearnClass c(key(), three(), s);
   LearnStep step;
-  for (int i = 0; i < s.start + 3 + 1; ++i) step = c.next();  // the first timed call
-  ASSERT_NE(step.ticket, 0u);
+  int calls = 0;
+  while (step.ticket == 0) {  // the first timed call: round 1, a visit's second
+    step = c.next();
+    ++calls;
+  }
+  EXPECT_EQ(calls, s.start + 3 * s.burst + s.burst);
   c.record(step.ticket + (uint64_t{1} << 40), 5.0);  // another exploration's
-  c.record(step.ticket, -1.0);                      // not a time
+  c.record(step.ticket, -1.0);                       // not a time
   c.record(step.ticket, 2e-3);
-  for (int i = 0; i < 2; ++i) c.next();
+  while (c.due() == Agreement::none) c.next();
   ASSERT_EQ(c.due(), Agreement::drop);
   const std::vector<double> f = c.figures();
   EXPECT_EQ(f[static_cast<size_t>(step.candidate)], 2e-3);
@@ -292,11 +305,11 @@ TEST(Learner, DecisionsBecomeLearnedPicksAndCorrections) {
   EXPECT_DOUBLE_EQ(picks[0].seconds, 0.5e-3);
   // The tree was predicted 1.1 ms and ran 0.5: its correction is 0.5/1.1.
   const auto& corr = learner.corrections();
-  EXPECT_NEAR(correction_factor(corr, Collective::allreduce, DataType::float32,
-                                "double_binary_tree", 20),
-              0.5 / 1.1, 1e-9);
-  EXPECT_NEAR(correction_factor(corr, Collective::allreduce, DataType::float32, "ring", 20),
-              2.0, 1e-9);
+  EXPECT_NEAR(
+      correction_factor(corr, Collective::allreduce, DataType::float32, "double_binary_tree", 20),
+      0.5 / 1.1, 1e-9);
+  EXPECT_NEAR(correction_factor(corr, Collective::allreduce, DataType::float32, "ring", 20), 2.0,
+              1e-9);
   // No size class of its own: the class-wide factor (geometric mean of the
   // candidates' ratios, in the order observed) stands for any algorithm.
   const double wide =
@@ -319,9 +332,9 @@ TEST(CorrectionFactor, OwnThenInterpolatedThenOne) {
   EXPECT_DOUBLE_EQ(f("ring", 14), 0.5);
   EXPECT_NEAR(f("halving_doubling", 14), 2.0, 1e-12);  // between its own, geometric
   EXPECT_NEAR(f("halving_doubling", 18), 2.0 * std::pow(4.0, 0.8), 1e-12);  // the class's
-  EXPECT_NEAR(f("ring", 15), 2.0 * std::pow(4.0, 0.5), 1e-12);  // halfway, geometric
-  EXPECT_DOUBLE_EQ(f("double_binary_tree", 5), 2.0);             // below the lowest
-  EXPECT_DOUBLE_EQ(f("double_binary_tree", 30), 8.0);            // above the highest
+  EXPECT_NEAR(f("ring", 15), 2.0 * std::pow(4.0, 0.5), 1e-12);              // halfway, geometric
+  EXPECT_DOUBLE_EQ(f("double_binary_tree", 5), 2.0);                        // below the lowest
+  EXPECT_DOUBLE_EQ(f("double_binary_tree", 30), 8.0);                       // above the highest
   EXPECT_DOUBLE_EQ(f("", 20), 8.0);
   EXPECT_DOUBLE_EQ(f("ring", 14, DataType::float64), 1.0);  // nothing for this type
   EXPECT_DOUBLE_EQ(correction_factor(corr, Collective::allgather, DataType::float32, "ring", 14),
@@ -375,15 +388,21 @@ TEST(TuningFileLearned, RoundTripsAndBadEntriesAreClearErrors) {
                   R"(, "buffers": "user", "algorithm": "ring", "time_s": -1}])")
                 .find("time_s must be > 0"),
             std::string::npos);
-  EXPECT_NE(error(R"(, "learned": [{"collective": "allreduce", "type": "float32", "op": "sum", "size_class": 64, "buffers": "user", "algorithm": "ring", "time_s": 1}])")
-                .find("size_class must be a whole number from 0 to 63"),
-            std::string::npos);
-  EXPECT_NE(error(R"(, "corrections": [{"collective": "allreduce", "type": "float32", "size_class": 3, "algorithm": "ring", "factor": 0, "samples": 1}])")
-                .find("factor must be > 0"),
-            std::string::npos);
-  EXPECT_NE(error(R"(, "corrections": [{"collective": "allreduce", "type": "float32", "size_class": 3, "algorithm": "quick", "factor": 1, "samples": 1}])")
-                .find("unknown algorithm 'quick'"),
-            std::string::npos);
+  EXPECT_NE(
+      error(
+          R"(, "learned": [{"collective": "allreduce", "type": "float32", "op": "sum", "size_class": 64, "buffers": "user", "algorithm": "ring", "time_s": 1}])")
+          .find("size_class must be a whole number from 0 to 63"),
+      std::string::npos);
+  EXPECT_NE(
+      error(
+          R"(, "corrections": [{"collective": "allreduce", "type": "float32", "size_class": 3, "algorithm": "ring", "factor": 0, "samples": 1}])")
+          .find("factor must be > 0"),
+      std::string::npos);
+  EXPECT_NE(
+      error(
+          R"(, "corrections": [{"collective": "allreduce", "type": "float32", "size_class": 3, "algorithm": "quick", "factor": 1, "samples": 1}])")
+          .find("unknown algorithm 'quick'"),
+      std::string::npos);
 }
 
 }  // namespace

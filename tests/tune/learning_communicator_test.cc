@@ -45,8 +45,8 @@ void allreduce_calls(Communicator& comm, int calls, const CallOptions& options =
     for (size_t k = 0; k < kCount; ++k) {
       const float expect = static_cast<float>(n * (n - 1) / 2 + n * (i + int(k % 7)));
       if (v[k] != expect) {
-        ADD_FAILURE() << "rank " << comm.rank() << " call " << i << " element " << k << ": "
-                      << v[k] << " != " << expect;
+        ADD_FAILURE() << "rank " << comm.rank() << " call " << i << " element " << k << ": " << v[k]
+                      << " != " << expect;
         return;
       }
     }
@@ -103,13 +103,13 @@ TEST(LearningCommunicator, ADriftingWinnerIsExploredAgainInTheCommunicator) {
     Learner* learner = learner_of(comm);
     ASSERT_NE(learner, nullptr);
     bool slow_first = false;  // flips: the first winner turns slow
-    learner->set_timing_hook([&slow_first, learner](const LearnKey& key, const Algorithm& a,
-                                                    double) {
-      const auto& cands = learner->classes().at(key).candidates();
-      const bool is_first = a.name == cands[0].algorithm->name;
-      if (is_first) return slow_first ? 9e-3 : 1e-3;
-      return 2e-3;
-    });
+    learner->set_timing_hook(
+        [&slow_first, learner](const LearnKey& key, const Algorithm& a, double) {
+          const auto& cands = learner->classes().at(key).candidates();
+          const bool is_first = a.name == cands[0].algorithm->name;
+          if (is_first) return slow_first ? 9e-3 : 1e-3;
+          return 2e-3;
+        });
     allreduce_calls(comm, 120);
     const LearnClass& c = learner->classes().begin()->second;
     ASSERT_EQ(c.phase(), LearnPhase::decided);

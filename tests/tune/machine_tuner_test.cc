@@ -83,3 +83,38 @@ TEST(MachineTuner, ARuleWinsOnlyWhereTheModelCannotTellItFromItsPick) {
 
 }  // namespace
 }  // namespace chorus
+
+namespace chorus {
+namespace {
+
+// The learner's candidates (tune/learner.h): the model's pick first, the
+// seeds' closed-form pick always (the model's ranking may be wrong), then
+// the model's next best, at most `max`, each with its uncorrected
+// prediction.
+TEST(MachineTuner, LearnCandidatesAreTheModelsPickTheSeedsPickAndTheNextBest) {
+  auto model = std::make_shared<MachineSim>(fitted(), "shm");
+  const CostParams seeds_params{0.3e-6, 4e9, 1e-10, 1};
+  for (size_t count : {size_t{2}, size_t{1} << 12, size_t{1} << 18, size_t{1} << 22}) {
+    const CollectiveSpec spec = allreduce(4, count);
+    const auto candidates = candidates_for(spec);
+    Tuner tuner(4, seeds_params, {}, model);
+    Tuner seeds(4, seeds_params);
+    const Algorithm* model_pick = tuner.pick(spec, candidates);
+    const Algorithm* seeds_pick = seeds.pick(spec, candidates);
+    const std::vector<LearnCandidate> got = tuner.learn_candidates(spec, candidates, 1.0, 2, 3);
+    ASSERT_GE(got.size(), 2u) << count;
+    ASSERT_LE(got.size(), 3u) << count;
+    EXPECT_EQ(got[0].algorithm, model_pick) << count;
+    bool has_seeds = false;
+    for (const LearnCandidate& c : got) {
+      has_seeds |= c.algorithm == seeds_pick;
+      EXPECT_DOUBLE_EQ(c.predicted, tuner.predict(*c.algorithm, spec, false));
+    }
+    EXPECT_TRUE(has_seeds) << count << ": " << seeds_pick->name;
+    // max 1: the model's pick alone.
+    EXPECT_EQ(tuner.learn_candidates(spec, candidates, 2.0, 1, 1).size(), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace chorus
