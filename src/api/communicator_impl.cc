@@ -345,8 +345,14 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   LearnStep step;
   const Algorithm* learned = nullptr;
   if (selector_->learns(spec, options.algorithm)) {
-    learning = selector_->learner()->at(learn_key(call, spec),
-                                        [&] { return selector_->learn_candidates(spec); });
+    // The class of the last call is the likely one (a loop of one call).
+    const LearnKey key = learn_key(call, spec);
+    if (last_learn_ != nullptr && last_learn_->key() == key) {
+      learning = last_learn_;
+    } else {
+      learning = selector_->learner()->at(key, [&] { return selector_->learn_candidates(spec); });
+      last_learn_ = learning;
+    }
     if (learning != nullptr) {
       if (learning->due() != Agreement::none) learn_agree(*learning, timeout);
       step = learning->next();
@@ -460,7 +466,7 @@ void CommunicatorImpl::retire(WorkState& w) {
   const Deadline now = Clock::now();
   recorder_.finish(w.record, now);
   pool_.give(std::exchange(w.scratch, {}));
-  if (w.learn != nullptr) {
+  if (w.learn != nullptr && selector_->learner() != nullptr) {
     double seconds = std::chrono::duration<double>(now - w.started).count();
     if (const Learner::TimingHook& hook = selector_->learner()->timing_hook())
       seconds = hook(w.learn->key(), w.learn->algorithm_of(w.ticket), seconds);

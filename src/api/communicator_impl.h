@@ -82,12 +82,14 @@ class CommunicatorImpl {
   // Each rank's host (CollectiveSpec::host_of); null for one rank.
   const std::shared_ptr<const std::vector<int>>& host_of() const { return host_of_; }
   Selector& selector() { return *selector_; }
-  // Replaces the selector (every rank alike); the cached picks go with it.
+  // Replaces the selector (every rank alike, no call in flight); the cached
+  // picks and what its learner learned go with it.
   void set_selector(std::unique_ptr<Selector> selector) {
     selector_ = std::move(selector);
     plans_.clear();
     last_key_ = nullptr;
     last_plan_ = nullptr;
+    last_learn_ = nullptr;
   }
 
   // Validates the call and starts it: a collective (submit_collective) or
@@ -213,6 +215,7 @@ class CommunicatorImpl {
   // rank 0 stores a decision in the calibration cache.
   void learn_agree(LearnClass& c, std::chrono::milliseconds timeout);
   bool store_warned_ = false;
+  LearnClass* last_learn_ = nullptr;  // the last call's class (classes never move)
   // Warns once that the learner's picks could not be stored (`why`; "" is
   // fine).
   void warn_store(const std::string& why);

@@ -64,6 +64,7 @@ double measure_call_overhead(Communicator& comm, const TuningTable& table,
                         0,
                         detail::impl_of(comm).config().segment_bytes};
     spec.host_of = detail::impl_of(comm).host_of();
+    spec.windows = detail::impl_of(comm).transport().shares_memory();  // as run_perf's rows
     const double pred = sim.time(*algo, spec, DataType::float32, ReduceOp::sum);
     excess.push_back(t[t.size() / 2] * 1e-6 - pred);
   }

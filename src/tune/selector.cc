@@ -12,6 +12,12 @@ namespace chorus {
 
 Selector::Selector(Config config, std::unique_ptr<Tuner> tuner)
     : config_(std::move(config)), tuner_(std::move(tuner)) {
+  for (int c = 0; c < kCollectiveCount; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    const std::string name = config_.algorithm_for(coll);
+    named_by_config_[static_cast<size_t>(c)] =
+        !name.empty() && name != "auto" && find_algorithm(coll, name) != nullptr;
+  }
   // CHORUS_ALGO names must name something: a name for every collective must
   // be an algorithm of at least one, a per-collective name one of that
   // collective ("auto" leaves the choice to the tuner).
@@ -76,8 +82,7 @@ const Algorithm& Selector::choose(const CollectiveSpec& spec, std::string_view r
 
 bool Selector::learns(const CollectiveSpec& spec, std::string_view requested) const {
   if (!learner_ || !tuner_ || !requested.empty() || spec.nranks < 2) return false;
-  const std::string name = config_.algorithm_for(spec.collective);
-  return name.empty() || name == "auto" || find_algorithm(spec.collective, name) == nullptr;
+  return !named_by_config_[static_cast<size_t>(spec.collective)];
 }
 
 std::vector<LearnCandidate> Selector::learn_candidates(const CollectiveSpec& spec) {

@@ -25,6 +25,7 @@
 #include "tune/learner.h"
 #include "tune/tuner.h"
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -88,6 +89,9 @@ class Selector {
                                        Support* named_support);
 
   Config config_;
+  // Per collective: CHORUS_ALGO names an algorithm of it (then it does not
+  // learn).
+  std::array<bool, kCollectiveCount> named_by_config_{};
   std::unique_ptr<Tuner> tuner_;
   std::unique_ptr<Learner> learner_;
   std::string cache_path_;
