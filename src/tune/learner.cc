@@ -14,13 +14,17 @@ namespace {
 // Tickets: epoch (bits 40+), kind (32..39), candidate (16..31), round (0..15).
 enum : uint64_t { kExploreTicket = 1, kWatchTicket = 2 };
 
-double median(std::vector<double> v) {
+// A candidate's typical time: the mean of its samples without the largest
+// (from 3 samples on). The mean, not the median: what a job pays is the sum,
+// and an algorithm whose calls are mostly fast but now and then slow (a
+// wake-up that comes late) costs its mean; a median would hide that tail.
+// The largest alone goes, so one page fault or preemption does not decide.
+double typical(std::vector<double> v) {
   if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  if (v.size() % 2 == 1) return v[mid];
-  const double upper = v[mid];
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+  if (v.size() >= 3) v.erase(std::max_element(v.begin(), v.end()));
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
 }
 
 // Among `alive` (candidate order), the one of least figure, a later one
@@ -128,11 +132,11 @@ std::vector<double> LearnClass::figures() const {
       }
       break;
     case Agreement::decide:
-      for (int c : alive_) f[static_cast<size_t>(c)] = median(samples_[static_cast<size_t>(c)]);
+      for (int c : alive_) f[static_cast<size_t>(c)] = typical(samples_[static_cast<size_t>(c)]);
       break;
     case Agreement::drift:
       if (watched_.size() * 2 >= static_cast<size_t>(s_.watch))
-        f[static_cast<size_t>(winner_)] = median(watched_);
+        f[static_cast<size_t>(winner_)] = typical(watched_);
       break;
     case Agreement::none:
       break;
@@ -203,7 +207,7 @@ std::string LearnClass::agree(std::span<const double> m) {
       return line;
     }
     case Agreement::decide:
-      return decide(least(alive_, m, s_.margin), "medians");
+      return decide(least(alive_, m, s_.margin), "times");
     case Agreement::drift: {
       const double t = m[static_cast<size_t>(winner_)];
       const std::string name(candidates_[static_cast<size_t>(winner_)].algorithm->name);
@@ -211,12 +215,12 @@ std::string LearnClass::agree(std::span<const double> m) {
       if (t > 0 && (t > s_.drift * learned_ || t * s_.drift < learned_)) {
         const double was = learned_;
         begin_exploring();
-        return str_cat(head, name, " median ", t * 1e6, "us against ", was * 1e6,
+        return str_cat(head, name, " now ", t * 1e6, "us against ", was * 1e6,
                        "us learned: exploring again");
       }
       next_check_ = calls_ + check_gap_;
       check_gap_ = std::min<uint64_t>(check_gap_ * 2, static_cast<uint64_t>(s_.max_check_gap));
-      return str_cat(head, name, " median ", t * 1e6, "us, learned ", learned_ * 1e6, "us: kept");
+      return str_cat(head, name, " now ", t * 1e6, "us, learned ", learned_ * 1e6, "us: kept");
     }
     case Agreement::none:
       break;

@@ -24,13 +24,14 @@
 //                          slower than `drop` x the best is dropped, and the
 //                          rounds left are cut to what the budget allows
 //                          (below)
-//     after round R        agreement: each candidate's median (maximum over
+//     after round R        agreement: each candidate's typical time, the
+//                          mean of its samples without the largest (maximum over
 //                          ranks); the winner is the least, a later candidate
 //                          replacing an earlier one only when `margin`
 //                          faster
 //   decided                the winner; its times are watched, and at the
 //                          class's calls decided+16, +32, +64, ... (gaps
-//                          doubling to 1024) the ranks agree on the median of
+//                          doubling to 1024) the ranks agree on the typical time of
 //                          its last `watch` times: one that moved more than
 //                          `drift` x from the learned time explores again.
 //
@@ -96,8 +97,8 @@ struct LearnSettings {
   int drop_after = 2;      // timed rounds before the drop agreement
   double drop = 2.0;       // dropped then when slower than this x the best
   double margin = 0.03;    // a later candidate wins only when this much faster
-  double drift = 1.5;      // explore again when the watched median moves this far
-  int watch = 16;          // winner times the drift check takes the median of
+  double drift = 1.5;      // explore again when the watched time moves this far
+  int watch = 16;          // winner times the drift check takes the typical time of
   int first_check = 16;    // class calls after a decision before the first check
   int max_check_gap = 1024;
   double budget = 0.05;     // exploration's cost over the winner, as a share of

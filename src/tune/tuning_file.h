@@ -81,7 +81,7 @@ struct CalibrationLoad {
 };
 
 // A call class's learned winner (tune/learner.h: LearnKey). size_class is
-// ceil(log2(bytes of the call's vector)); time_s the winner's agreed median.
+// ceil(log2(bytes of the call's vector)); time_s the winner's agreed typical time.
 struct LearnedPick {
   Collective collective = Collective::allreduce;
   DataType type = DataType::float32;

@@ -61,7 +61,7 @@ EOF
 
 job 2 shm 40
 line=$(first_learn_line)
-echo "$line" | grep -q ": $other median " || fail "job 2 did not start on the cached $other: '$line'"
+echo "$line" | grep -q ": $other now " || fail "job 2 did not start on the cached $other: '$line'"
 grep -v '^#' "$dir/out" | grep -q " $other " || fail "chorus-perf's algo column does not name $other"
 echo "job 2 started decided on $other"
 
