@@ -359,6 +359,9 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
       learned = learning->candidates()[static_cast<size_t>(step.candidate)].algorithm;
     }
   }
+  // A timed call's time starts here: a one-sided call's meeting with its
+  // peers (prepare_one_sided) is part of what it costs.
+  const auto call_start = learning != nullptr ? Clock::now() : Clock::time_point{};
   const Plan& plan = plan_for(spec, options, learned);
   const std::shared_ptr<const PreparedProgram> program = plan.program;
   const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
@@ -391,7 +394,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   if (learning != nullptr && plan.algorithm == learned && step.ticket != 0) {
     work->learn = learning;
     work->ticket = step.ticket;
-    work->started = Clock::now();
+    work->started = call_start;
   }
   try {
     // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.

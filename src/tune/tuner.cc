@@ -6,6 +6,7 @@
 #include "sim/topology.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace chorus {
@@ -169,11 +170,27 @@ std::vector<LearnCandidate> Tuner::learn_candidates(const CollectiveSpec& spec,
   // Stable: equal predictions keep registry order.
   std::stable_sort(others.begin(), others.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
+  // One the model cannot tell from a candidate already listed (its time
+  // within 0.5%: ring, bidir_ring and halving_doubling at N = 2) teaches
+  // little about the model's errors; such come only where nothing else is
+  // within reach.
+  auto twin = [&](double t) {
+    for (const LearnCandidate& c : out)
+      if (std::abs(predict(*c.algorithm, spec) - t) <= 0.005 * t) return true;
+    return false;
+  };
+  std::vector<const Algorithm*> twins;
   for (const auto& [t, a] : others) {
     const int have = static_cast<int>(out.size());
     if (have >= max || (have >= min && !(t <= within * best))) break;
+    if (twin(t)) {
+      twins.push_back(a);
+      continue;
+    }
     out.push_back({a, predict(*a, spec, false)});
   }
+  for (const Algorithm* a : twins)
+    if (static_cast<int>(out.size()) < min) out.push_back({a, predict(*a, spec, false)});
   return out;
 }
 

@@ -88,7 +88,9 @@ class Tuner {
   // first, then the seeds' pick (least time by the closed forms on a switch
   // at the seeds' alpha, beta and gamma) where it differs, then the others
   // predicted within `within` of the least predicted time (the fastest `min`
-  // in all whatever their time), fastest first, `max` in all. Their `predicted` is the uncorrected
+  // in all whatever their time), fastest first, `max` in all; one predicted
+  // within 0.5% of a listed one (the model cannot tell them apart) only to
+  // reach `min`. Their `predicted` is the uncorrected
   // prediction (predict(..., false)), which the learner compares observed
   // times with. Where a measured rule of a file without a fitted model
   // decides the call, its pick alone (nothing to explore).
