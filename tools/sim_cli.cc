@@ -8,6 +8,8 @@
 #include "model/units.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
+#include "tune/learner.h"
+#include "tune/model_sim.h"
 #include "tune/tuning_file.h"
 
 #include <CLI/CLI.hpp>
@@ -207,12 +209,31 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
     spec.copy = &tuning.compute.copy;
     spec.kernel = tuning.compute.kernel(*dtype, ReduceOp::sum);
   }
-  const SimSweep sweep = sim_sweep(spec, *topo);
+  SimSweep sweep = sim_sweep(spec, *topo);
   for (const std::string& note : sweep.skipped) err << "note: " << note << "\n";
+  // A tuning file that is a calibration cache entry carries the corrections
+  // learned from a job's calls (tune/learner.h): the rows are the model's
+  // times as a communicator's tuner would predict them.
+  if (tuned && !tuning.corrections.empty()) {
+    for (size_t i = 0; i < sweep.sizes.size(); ++i) {
+      const size_t count = sweep_count(*coll, a.ranks, spec.sizes[i], es);
+      for (SimRow& r : sweep.sizes[i])
+        r.time *= correction_factor(tuning.corrections, *coll, representative_type(es), r.algo,
+                                    size_class_of(count * es));
+      for (SimRow& r : sweep.sizes[i]) r.fastest = false;
+      auto best =
+          std::min_element(sweep.sizes[i].begin(), sweep.sizes[i].end(),
+                           [](const SimRow& x, const SimRow& y) { return x.time < y.time; });
+      if (best != sweep.sizes[i].end()) best->fastest = true;
+    }
+  }
   const auto& table = sweep.sizes;
 
   out << "# " << a.collective << " N=" << a.ranks << " topology=" << topo->name()
       << " ports=" << params.ports << (tuned ? str_cat(" tuning=", a.tuning) : "")
+      << (tuned && !tuning.corrections.empty()
+              ? str_cat(" (", tuning.corrections.size(), " learned corrections)")
+              : "")
       << (tuned && !link.curve.empty() ? " (fitted model; beta streaming)" : "")
       << " alpha=" << format_time(params.alpha) << " beta=" << format_bandwidth(params.beta)
       << " gamma=" << format_time(params.gamma) << "/B dtype=" << a.dtype << "\n";

@@ -233,5 +233,53 @@ TEST(SimCli, TuningFileDrivesTheFittedModel) {
   std::filesystem::remove(half);
 }
 
+// A calibration cache entry's learned corrections (tune/learner.h) scale the
+// rows as a communicator's tuner predicts them: ring's own factor at its
+// size class (1 MiB: 2^20), the class-wide one for the others.
+TEST(SimCli, LearnedCorrectionsScaleTheRows) {
+  const auto dir = std::filesystem::temp_directory_path();
+  auto file = [&](const std::string& corrections) {
+    const auto path = dir / ("chorus_sim_corr_" + std::to_string(::getpid()) +
+                             std::to_string(corrections.size()) + ".json");
+    std::ofstream(path) << R"({"format": "chorus-tuning", "version": 2, "gamma_s_per_B": 0,
+      "links": {"shm": {"alpha_s": 1e-7, "beta_Bps": 1e9, "curve": [[4096, 1e-9]],
+                        "half_duplex": false, "mem_traffic": 4}},
+      "host": {"memory_Bps": 0, "cores": 0})"
+                        << corrections << "}";
+    return path.string();
+  };
+  auto us_of = [](const CliRun& r, const std::string& algo) {
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream f(line);
+      std::string size, name;
+      double us = 0;
+      if (f >> size >> name >> us && name == algo) return us;
+    }
+    return 0.0;
+  };
+  const std::string plain = file("");
+  const std::string learned = file(R"(, "corrections": [
+      {"collective": "allreduce", "type": "float32", "size_class": 20, "algorithm": "ring",
+       "factor": 3, "samples": 2},
+      {"collective": "allreduce", "type": "float32", "size_class": 20, "algorithm": "",
+       "factor": 0.5, "samples": 4}])");
+  const std::vector<std::string> args = {
+      "allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring,halving_doubling", "--tuning"};
+  auto run = [&](const std::string& f) {
+    std::vector<std::string> a = args;
+    a.push_back(f);
+    return cli(a);
+  };
+  const CliRun a = run(plain), b = run(learned);
+  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_NE(b.out.find("2 learned corrections"), std::string::npos) << b.out;
+  EXPECT_NEAR(us_of(b, "ring"), 3 * us_of(a, "ring"), 0.01) << a.out << b.out;
+  EXPECT_NEAR(us_of(b, "halving_doubling"), 0.5 * us_of(a, "halving_doubling"), 0.01) << b.out;
+  std::filesystem::remove(plain);
+  std::filesystem::remove(learned);
+}
+
 }  // namespace
 }  // namespace chorus
