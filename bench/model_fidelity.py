@@ -12,8 +12,15 @@ Fit and evaluation are separate runs at separate sizes:
 err% = (measured - predicted) / measured. Prints one row per size and
 algorithm, then the median and 90th percentile of |err%|.
 
+With --learn-runs K the model is the calibration cache's after learning
+instead: a fresh XDG_CACHE_HOME, K jobs of `-a all` at 8 * 4^k bytes (each
+row an observation that refits the model's corrections, tune/learner.h),
+then the evaluation at 16 * 4^k with CHORUS_TUNER=model (the cached model,
+corrections included, nothing more learned).
+
   bench/model_fidelity.py --ranks 2 --transport shm
   bench/model_fidelity.py --ranks 4 --transport tcp --collective allgather
+  bench/model_fidelity.py --ranks 2 --transport shm -e 64M --learn-runs 2
 """
 import argparse
 import json
@@ -50,17 +57,29 @@ def main():
     p.add_argument("--min-time", default="5")
     p.add_argument("--tuning", help="use this fitted file instead of fitting a new one")
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--learn-runs", type=int, default=0,
+                   help="evaluate the cache's model after this many learning jobs")
     o = p.parse_args()
     env = dict(os.environ)
     common = ["--ranks", o.ranks, "--transport", o.transport]
     tmp = None
     tuning = o.tuning
-    if not tuning:
+    if o.learn_runs:
+        tmp = tempfile.TemporaryDirectory()
+        env["XDG_CACHE_HOME"] = tmp.name
+        env.pop("CHORUS_TUNING_FILE", None)
+        learn = [o.collective, "-a", "all", "-b", "8", "-e", o.e, "-f", "4", "-c", "0", "-n", "10",
+                 "-w", "2", "--min-time", o.min_time] + common
+        for _ in range(o.learn_runs):
+            perf_rows(o.perf, learn, dict(env, CHORUS_TUNER="learn"))
+        env["CHORUS_TUNER"] = "model"
+    elif not tuning:
         tmp = tempfile.TemporaryDirectory()
         tuning = os.path.join(tmp.name, "fit.json")
         subprocess.run([o.perf, o.collective, "--calibrate", tuning, "-b", "8", "-e", "8"] + common,
                        check=True, stdout=subprocess.DEVNULL, env=env)
-    env["CHORUS_TUNING_FILE"] = tuning
+    if tuning:
+        env["CHORUS_TUNING_FILE"] = tuning
     args = [o.collective, "-a", "all", "-b", o.b, "-e", o.e, "-f", "4", "-c", "0", "-n", "10",
             "-w", "2", "--min-time", o.min_time] + common
     times, pred = {}, {}
@@ -69,8 +88,10 @@ def main():
             key = (r["size_B"], r["algo"])
             times.setdefault(key, []).append(best_time(r))
             pred[key] = r["predicted_us"]
-    print(f"# {o.collective} float32, N={o.ranks}, {o.transport}; fitted model of a separate "
-          f"calibration run; medians of {o.reps} runs of -a all")
+    source = (f"the cache's model after {o.learn_runs} learning jobs" if o.learn_runs else
+              "fitted model of a separate calibration run")
+    print(f"# {o.collective} float32, N={o.ranks}, {o.transport}; {source}; "
+          f"medians of {o.reps} runs of -a all")
     print(f"{'size(B)':>12} {'algo':>20} {'meas(us)':>11} {'pred(us)':>11} {'err%':>7}")
     errs, rows = [], []
     for key in sorted(times):
