@@ -39,6 +39,32 @@ int json_size_class(const nlohmann::json& j, std::string_view where) {
   return static_cast<int>(c);
 }
 
+// Each object of the list j[key], where there is one, with its place for
+// errors ("<where>: <what> {...}").
+template <typename Each>
+void for_each_entry(const nlohmann::json& j, const char* key, std::string_view where,
+                    std::string_view what, Each each) {
+  if (!j.contains(key)) return;
+  if (!j[key].is_array())
+    fail(ErrorCode::invalid_argument, where, ": \"", key, "\" must be a list");
+  for (const auto& v : j[key]) {
+    const std::string w = str_cat(where, ": ", what, " ", v.dump());
+    if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
+    each(v, w);
+  }
+}
+
+// The call class of a learned entry: its collective, type and size class.
+void json_class(const nlohmann::json& v, const std::string& w, Collective& collective,
+                DataType& type, int& size_class) {
+  const auto c = parse_collective(json_string(v, "collective", w));
+  const auto t = parse_data_type(json_string(v, "type", w));
+  if (!c || !t) fail(ErrorCode::invalid_argument, w, ": needs a known collective and type");
+  collective = *c;
+  type = *t;
+  size_class = json_size_class(v, w);
+}
+
 // [[bytes, seconds per byte], ...], sizes increasing, values >= 0.
 RateCurve json_curve(const nlohmann::json& j, const std::string& where) {
   if (!j.is_array())
@@ -189,62 +215,41 @@ TuningTable tuning_from_json(std::string_view text, std::string_view where) {
       t.rules.push_back(std::move(r));
     }
   }
-  if (j.contains("learned")) {
-    if (!j["learned"].is_array())
-      fail(ErrorCode::invalid_argument, where, ": \"learned\" must be a list");
-    for (const auto& v : j["learned"]) {
-      const std::string w = str_cat(where, ": learned pick ", v.dump());
-      if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
-      LearnedPick l;
-      const auto coll = parse_collective(json_string(v, "collective", w));
-      const auto type = parse_data_type(json_string(v, "type", w));
-      const auto op = parse_reduce_op(json_string(v, "op", w));
-      if (!coll || !type || !op)
-        fail(ErrorCode::invalid_argument, w, ": needs a known collective, type and op");
-      l.collective = *coll;
-      l.type = *type;
-      l.op = *op;
-      l.size_class = json_size_class(v, w);
-      const std::string buffers = json_string(v, "buffers", w);
-      if (buffers != "user" && buffers != "window")
-        fail(ErrorCode::invalid_argument, w, ": buffers must be \"user\" or \"window\"");
-      l.window_buffers = buffers == "window";
-      l.algorithm = json_string(v, "algorithm", w);
-      if (find_algorithm(l.collective, l.algorithm) == nullptr)
-        fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", l.algorithm,
-             "'; known: ", algorithm_names(l.collective));
-      l.seconds = json_number(v, "time_s", w);
-      if (!(l.seconds > 0) || !std::isfinite(l.seconds))
-        fail(ErrorCode::invalid_argument, w, ": time_s must be > 0");
-      t.learned.push_back(std::move(l));
-    }
-  }
-  if (j.contains("corrections")) {
-    if (!j["corrections"].is_array())
-      fail(ErrorCode::invalid_argument, where, ": \"corrections\" must be a list");
-    for (const auto& v : j["corrections"]) {
-      const std::string w = str_cat(where, ": correction ", v.dump());
-      if (!v.is_object()) fail(ErrorCode::invalid_argument, w, " must be an object");
-      ModelCorrection c;
-      const auto coll = parse_collective(json_string(v, "collective", w));
-      const auto type = parse_data_type(json_string(v, "type", w));
-      if (!coll || !type)
-        fail(ErrorCode::invalid_argument, w, ": needs a known collective and type");
-      c.collective = *coll;
-      c.type = *type;
-      c.size_class = json_size_class(v, w);
-      c.algorithm = json_string(v, "algorithm", w);
-      if (!c.algorithm.empty() && find_algorithm(c.collective, c.algorithm) == nullptr)
-        fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", c.algorithm,
-             "' (\"\" for the size class's correction); known: ", algorithm_names(c.collective));
-      c.factor = json_number(v, "factor", w);
-      const double samples = json_number(v, "samples", w);
-      if (!(c.factor > 0) || !std::isfinite(c.factor) || !(samples >= 1 && samples <= 1e9))
-        fail(ErrorCode::invalid_argument, w, ": factor must be > 0 and samples from 1 to 1e9");
-      c.samples = static_cast<int>(samples);
-      t.corrections.push_back(std::move(c));
-    }
-  }
+  for_each_entry(
+      j, "learned", where, "learned pick", [&](const nlohmann::json& v, const std::string& w) {
+        LearnedPick l;
+        json_class(v, w, l.collective, l.type, l.size_class);
+        const auto op = parse_reduce_op(json_string(v, "op", w));
+        if (!op) fail(ErrorCode::invalid_argument, w, ": needs a known op");
+        l.op = *op;
+        const std::string buffers = json_string(v, "buffers", w);
+        if (buffers != "user" && buffers != "window")
+          fail(ErrorCode::invalid_argument, w, ": buffers must be \"user\" or \"window\"");
+        l.window_buffers = buffers == "window";
+        l.algorithm = json_string(v, "algorithm", w);
+        if (find_algorithm(l.collective, l.algorithm) == nullptr)
+          fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", l.algorithm,
+               "'; known: ", algorithm_names(l.collective));
+        l.seconds = json_number(v, "time_s", w);
+        if (!(l.seconds > 0) || !std::isfinite(l.seconds))
+          fail(ErrorCode::invalid_argument, w, ": time_s must be > 0");
+        t.learned.push_back(std::move(l));
+      });
+  for_each_entry(
+      j, "corrections", where, "correction", [&](const nlohmann::json& v, const std::string& w) {
+        ModelCorrection c;
+        json_class(v, w, c.collective, c.type, c.size_class);
+        c.algorithm = json_string(v, "algorithm", w);
+        if (!c.algorithm.empty() && find_algorithm(c.collective, c.algorithm) == nullptr)
+          fail(ErrorCode::invalid_argument, w, ": unknown algorithm '", c.algorithm,
+               "' (\"\" for the size class's correction); known: ", algorithm_names(c.collective));
+        c.factor = json_number(v, "factor", w);
+        const double samples = json_number(v, "samples", w);
+        if (!(c.factor > 0) || !std::isfinite(c.factor) || !(samples >= 1 && samples <= 1e9))
+          fail(ErrorCode::invalid_argument, w, ": factor must be > 0 and samples from 1 to 1e9");
+        c.samples = static_cast<int>(samples);
+        t.corrections.push_back(std::move(c));
+      });
   return t;
 }
 
