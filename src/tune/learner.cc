@@ -77,6 +77,7 @@ LearnClass::LearnClass(LearnKey key, std::vector<LearnCandidate> candidates,
     it = candidates_.end() - 1;
   }
   phase_ = LearnPhase::decided;
+  decided_ever_ = true;
   winner_ = static_cast<int>(it - candidates_.begin());
   learned_ = cached->seconds;
   // Its first calls in this job pay for its Program and first pages.
@@ -153,6 +154,7 @@ std::string LearnClass::agree(std::span<const double> m) {
   auto decide = [&](int winner, std::string_view how) {
     if (winner < 0) winner = 0;  // no rank timed any: the model's pick
     decided_now_ = true;
+    decided_ever_ = true;
     phase_ = LearnPhase::decided;
     winner_ = winner;
     learned_ = m[static_cast<size_t>(winner)] > 0 ? m[static_cast<size_t>(winner)]
@@ -354,12 +356,14 @@ std::vector<LearnedPick> Learner::learned() const {
   for (const LearnedPick& p : cached_) {
     auto it = std::find_if(classes_.begin(), classes_.end(),
                            [&](const auto& kv) { return same(p, kv.first); });
-    if (it == classes_.end() || it->second.phase() != LearnPhase::decided) out.push_back(p);
+    if (it == classes_.end() || it->second.decision() == nullptr) out.push_back(p);
   }
+  // A class exploring again after a drift keeps its last decision until the
+  // next one: the next job checks it early.
   for (const auto& [k, c] : classes_)
-    if (c.phase() == LearnPhase::decided && c.learned_seconds() > 0)
+    if (c.decision() != nullptr && c.learned_seconds() > 0)
       out.push_back({k.collective, k.type, k.op, k.size_class, k.window_buffers,
-                     std::string(c.current().name), c.learned_seconds()});
+                     std::string(c.decision()->name), c.learned_seconds()});
   return out;
 }
 

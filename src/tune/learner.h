@@ -136,6 +136,11 @@ class LearnClass {
   LearnPhase phase() const { return phase_; }
   // The winner once decided, else the model's pick.
   const Algorithm& current() const;
+  // The last decision (this job's or the cache's), also while the class
+  // explores again after a drift; null before any.
+  const Algorithm* decision() const {
+    return decided_ever_ ? candidates_[static_cast<size_t>(winner_)].algorithm : nullptr;
+  }
   double learned_seconds() const { return learned_; }
   uint64_t calls() const { return calls_; }
   int explorations() const { return epoch_; }
@@ -179,6 +184,7 @@ class LearnClass {
   bool dropped_ = false;                      // the drop agreement happened
   std::vector<std::vector<double>> samples_;  // per candidate, this rank's timed rounds
   // Decided.
+  bool decided_ever_ = false;
   int winner_ = 0;
   double learned_ = 0;
   uint64_t next_check_ = 0;

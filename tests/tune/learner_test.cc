@@ -334,6 +334,33 @@ TEST(Learner, DecisionsBecomeLearnedPicksAndCorrections) {
   EXPECT_LT(wide, 2.0);
 }
 
+TEST(Learner, AClassExploringAgainKeepsItsLastDecisionForTheCache) {
+  Learner learner;
+  LearnClass* c = learner.at(key(), [] { return three(); });
+  ASSERT_NE(c, nullptr);
+  double ring_time = 1e-3;
+  auto drive = [&](int calls) {
+    for (int i = 0; i < calls; ++i) {
+      if (c->due() != Agreement::none) {
+        c->agree(c->figures());  // one rank: its figures are the maximum
+        learner.absorb(*c);
+      }
+      const LearnStep step = c->next();
+      const Algorithm& a = *c->candidates()[static_cast<size_t>(step.candidate)].algorithm;
+      c->record(step.ticket, a.name == "ring" ? ring_time : 2e-3);
+    }
+  };
+  drive(100);
+  ASSERT_EQ(c->phase(), LearnPhase::decided);
+  ring_time = 5e-3;  // the ring drifts: the class explores again
+  while (c->phase() == LearnPhase::decided) drive(1);
+  ASSERT_EQ(c->phase(), LearnPhase::exploring);
+  const std::vector<LearnedPick> picks = learner.learned();
+  ASSERT_EQ(picks.size(), 1u);
+  EXPECT_EQ(picks[0].algorithm, "ring");
+  EXPECT_DOUBLE_EQ(picks[0].seconds, 1e-3);
+}
+
 TEST(CorrectionFactor, OwnThenInterpolatedThenOne) {
   const std::vector<ModelCorrection> corr = {
       {Collective::allreduce, DataType::float32, 10, "", 2.0, 3},
