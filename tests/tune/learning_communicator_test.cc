@@ -12,9 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus {
@@ -124,6 +127,98 @@ TEST(LearningCommunicator, ADriftingWinnerIsExploredAgainInTheCommunicator) {
   EXPECT_EQ(first[0], first[1]);
   EXPECT_EQ(second[0], second[1]);
   EXPECT_NE(first[0], second[0]);
+}
+
+// Calls kCount floats until this rank's class is due for an agreement (the
+// next call starts with the tuner's exchange); returns the calls made.
+int calls_until_agreement(Communicator& comm) {
+  Learner* learner = learner_of(comm);
+  std::vector<float> v(kCount, 1.0f);
+  for (int i = 0; i < 200; ++i) {
+    if (!learner->classes().empty() && learner->classes().begin()->second.due() != Agreement::none)
+      return i;
+    comm.allreduce(v.data(), v.data(), kCount, DataType::float32, ReduceOp::sum);
+  }
+  ADD_FAILURE() << "no agreement due in 200 calls";
+  return 200;
+}
+
+// The tuner's agreement is a call like any other: it keeps the fault
+// contract. A rank that calls another collective there is a mismatch on
+// both; a rank that never comes is the waiting rank's per-call timeout; an
+// abort from another thread ends it.
+TEST(LearningCommunicator, TheAgreementKeepsTheFaultContract) {
+  ScopedEnv tuner("CHORUS_TUNER", "learn");
+  std::vector<ErrorCode> codes(2, ErrorCode::internal);
+  testing::run_ranks(2, [&](Communicator& comm) {
+    calls_until_agreement(comm);
+    std::vector<float> v(kCount, 1.0f), all(2 * kCount);
+    try {
+      if (comm.rank() == 0)
+        comm.allreduce(v.data(), v.data(), kCount, DataType::float32, ReduceOp::sum);
+      else
+        comm.allgather(v.data(), all.data(), kCount, DataType::float32);
+      ADD_FAILURE() << "rank " << comm.rank() << ": no error";
+    } catch (const Error& e) {
+      codes[static_cast<size_t>(comm.rank())] = e.code();
+    }
+  });
+  EXPECT_EQ(codes[0], ErrorCode::mismatch);
+  EXPECT_EQ(codes[1], ErrorCode::mismatch);
+
+  std::vector<std::string> what(2);
+  std::atomic<bool> done{false};
+  testing::run_ranks(2, [&](Communicator& comm) {
+    calls_until_agreement(comm);
+    if (comm.rank() == 1) {  // alive, but never comes to the agreement
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    struct Done {
+      std::atomic<bool>& d;
+      ~Done() { d = true; }
+    } mark{done};
+    CallOptions brief;
+    brief.timeout = std::chrono::milliseconds(200);
+    std::vector<float> v(kCount, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.allreduce(v.data(), v.data(), kCount, DataType::float32, ReduceOp::sum, brief);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
+      what[0] = e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  });
+  EXPECT_NE(what[0].find("tuner agreement"), std::string::npos) << what[0];
+
+  std::vector<ErrorCode> aborted(2, ErrorCode::internal);
+  testing::run_ranks(2, [&](Communicator& comm) {
+    calls_until_agreement(comm);
+    std::thread aborter;
+    if (comm.rank() == 1) {
+      // Rank 1 stays out of the agreement and aborts: rank 0, waiting in it,
+      // raises aborted.
+      aborter = std::thread([&comm] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        comm.abort("stop the job");
+      });
+      aborter.join();
+      aborted[1] = ErrorCode::aborted;
+      return;
+    }
+    CallOptions patient;
+    patient.timeout = std::chrono::minutes(10);
+    std::vector<float> v(kCount, 1.0f);
+    try {
+      comm.allreduce(v.data(), v.data(), kCount, DataType::float32, ReduceOp::sum, patient);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      aborted[0] = e.code();
+    }
+  });
+  EXPECT_EQ(aborted[0], ErrorCode::aborted);
 }
 
 TEST(LearningCommunicator, OffModelNamedAndAlgoKeepTheLearnerOut) {
