@@ -242,6 +242,14 @@ Config Config::from_env(const EnvLookup& lookup) {
            "' must be whole bytes from 0 (the algorithm's default) to 2^40");
     cfg.segment_bytes = static_cast<size_t>(bytes);
   }
+  if (auto v = lookup("CHORUS_STREAM_BYTES"); v && !v->empty()) {
+    constexpr double kMax = 1ull << 50;
+    const double bytes = parse_number("CHORUS_STREAM_BYTES", *v);
+    if (!(bytes <= kMax) || bytes != static_cast<double>(static_cast<size_t>(bytes)))
+      fail(ErrorCode::invalid_argument, "CHORUS_STREAM_BYTES='", *v,
+           "' must be whole bytes from 0 (never) to 2^50");
+    cfg.stream_bytes = static_cast<size_t>(bytes);
+  }
   if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = lookup("CHORUS_TUNING_CACHE"); v && !v->empty()) {
     if (*v != "on" && *v != "off")

@@ -20,6 +20,10 @@
 //   CHORUS_SPIN_US     microseconds a waiting rank spins before it blocks
 //                      (default 50; 0 blocks at once)
 //   CHORUS_SEGMENT     pipelining segment in bytes for segmented algorithms
+//   CHORUS_STREAM_BYTES  calls whose output on a rank is at least this many
+//                      bytes write it with non-temporal stores, which skip
+//                      reading each untouched line first (exec/executor.h;
+//                      default 16777216; 0: never)
 //   CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_STORE   bootstrap (init_from_env);
 //                      without them the variables of existing launchers:
 //                      RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun),
@@ -86,7 +90,8 @@ struct Config {
   TunerMode tuner = TunerMode::learn;  // CHORUS_TUNER
   bool tuner_set = false;              // CHORUS_TUNER was given
   std::chrono::microseconds spin{50};
-  size_t segment_bytes = 0;  // 0 = each algorithm's default
+  size_t segment_bytes = 0;                // 0 = each algorithm's default
+  size_t stream_bytes = size_t{16} << 20;  // CHORUS_STREAM_BYTES; 0 = never
   std::string tuning_file;
   bool tuning_cache = true;  // CHORUS_TUNING_CACHE
   std::string cache_dir;     // $XDG_CACHE_HOME/chorus or $HOME/.cache/chorus; "" = none

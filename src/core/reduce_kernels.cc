@@ -225,6 +225,29 @@ void reduce_into(DataType type, ReduceOp op, void* dst, const void* a, const voi
   fn(type, op, dst, a, b, count);
 }
 
+void reduce_into(DataType type, ReduceOp op, void* dst, const void* a, const void* b, size_t count,
+                 WriteMode store) {
+  const size_t elem = dtype_size(type);
+  // Pieces small enough to stay in L1 between the reduction and the stream.
+  constexpr size_t kPiece = 4096;
+  if (store == WriteMode::cached || count * elem < 2 * kPiece) {
+    reduce_into(type, op, dst, a, b, count);
+    return;
+  }
+  alignas(64) std::byte piece[kPiece];
+  const size_t per = kPiece / elem;
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* x = static_cast<const std::byte*>(a);
+  const auto* y = static_cast<const std::byte*>(b);
+  for (size_t i = 0; i < count; i += per) {
+    const size_t n = std::min(per, count - i);
+    const size_t off = i * elem;
+    reduce_into(type, op, piece, x + off, y + off, n);
+    detail::stream_bytes(d + off, piece, n * elem);
+  }
+  detail::store_fence();
+}
+
 void divide_by(DataType type, void* dst, size_t count, size_t n) {
   switch (type) {
     case DataType::int8:

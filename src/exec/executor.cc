@@ -30,6 +30,55 @@ std::string CallLabel::str() const {
   return str_cat(operation, "(", algorithm, ")");
 }
 
+namespace {
+
+// The ops that write Output which no other op reads: PreparedProgram::
+// final_output. Reads of Output: the src of send, recv_reduce, copy, reduce
+// and get_reduce, and the dst of reduce and divide (which read it first).
+std::vector<uint8_t> final_output_ops(const Program& program) {
+  struct Read {
+    size_t begin, end;
+    size_t op;
+  };
+  std::vector<Read> reads;
+  auto reads_src = [](OpKind k) {
+    return k == OpKind::send || k == OpKind::recv_reduce || k == OpKind::copy ||
+           k == OpKind::reduce || k == OpKind::get_reduce;
+  };
+  const auto& ops = program.ops;
+  size_t longest = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& o = ops[i];
+    auto add = [&](const Region& r) {
+      if (r.buffer != BufferKind::output || r.count == 0) return;
+      reads.push_back({r.offset, r.end(), i});
+      longest = std::max(longest, r.count);
+    };
+    if (reads_src(o.kind)) add(o.src);
+    if (o.kind == OpKind::reduce || o.kind == OpKind::divide) add(o.dst);
+  }
+  std::sort(reads.begin(), reads.end(),
+            [](const Read& a, const Read& b) { return a.begin < b.begin; });
+  std::vector<uint8_t> final(ops.size(), 0);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& o = ops[i];
+    const bool writes = o.kind != OpKind::send && o.kind != OpKind::signal &&
+                        o.kind != OpKind::wait && o.kind != OpKind::divide;
+    if (!writes || o.dst.buffer != BufferKind::output || o.dst.count == 0) continue;
+    // Reads that may overlap [offset, end) begin within `longest` before it.
+    const size_t from = o.dst.offset > longest ? o.dst.offset - longest : 0;
+    auto it = std::lower_bound(reads.begin(), reads.end(), from,
+                               [](const Read& r, size_t v) { return r.begin < v; });
+    bool read = false;
+    for (; it != reads.end() && it->begin < o.dst.end() && !read; ++it)
+      read = it->op != i && it->end > o.dst.offset;
+    final[i] = read ? 0 : 1;
+  }
+  return final;
+}
+
+}  // namespace
+
 std::shared_ptr<const PreparedProgram> prepare(Program program) {
   auto p = std::make_shared<PreparedProgram>();
   const size_t n = program.ops.size();
@@ -51,6 +100,7 @@ std::shared_ptr<const PreparedProgram> prepare(Program program) {
   std::vector<uint32_t> fill(p->dependents_begin.begin(), p->dependents_begin.end() - 1);
   for (size_t i = 0; i < n; ++i)
     for (OpIndex d : program.ops[i].deps) p->dependents[fill[d]++] = static_cast<OpIndex>(i);
+  p->final_output = final_output_ops(program);
   p->program = std::move(program);
   return p;
 }
@@ -130,6 +180,16 @@ void Engine::enqueue(const std::shared_ptr<Execution>& exec) {
          ": a one-sided Program without shared windows");
   active_.push_back(exec);
   const auto& ops = e.program_->ops;
+  // Streaming only where Output lies apart from Input: in place, a written
+  // line was read just before and is in the cache anyway.
+  const size_t out_bytes = e.program_->output_count * e.elem_size_;
+  const size_t in_bytes = e.program_->input_count * e.elem_size_;
+  const auto* in = static_cast<const std::byte*>(e.buffers_.input);
+  const auto* out = static_cast<const std::byte*>(e.buffers_.output);
+  const bool apart =
+      in == nullptr || out == nullptr || out + out_bytes <= in || in + in_bytes <= out;
+  e.output_store_ = stream_bytes_ > 0 && out_bytes >= stream_bytes_ && apart ? WriteMode::streaming
+                                                                             : WriteMode::cached;
   if (tracer_ != nullptr) {
     e.started_ns_.assign(ops.size(), 0);
     now_ticks_ = Tracer::ticks();
@@ -174,12 +234,17 @@ void Engine::start_local(Execution& e, OpIndex op) {
   } else if (bytes > 0) {
     std::byte* dst = e.address(o.dst);
     const std::byte* src = o.kind == OpKind::divide ? nullptr : e.address(o.src);
+    const WriteMode store = store_for(e, op);
     if (o.kind == OpKind::copy) {
-      if (dst != src) std::memmove(dst, src, bytes);
+      // A copy within one buffer may overlap: that one moves.
+      if (store == WriteMode::streaming && (dst + bytes <= src || src + bytes <= dst))
+        copy_bytes(dst, src, bytes, store);
+      else if (dst != src)
+        std::memmove(dst, src, bytes);
     } else if (o.kind == OpKind::divide) {
       divide_by(e.type_, dst, o.dst.count, o.divisor);
     } else {
-      reduce_into(e.type_, e.op_, dst, dst, src, o.dst.count);
+      reduce_into(e.type_, e.op_, dst, dst, src, o.dst.count, store);
     }
   }
   if (tracer_ != nullptr) {
@@ -210,10 +275,11 @@ bool Engine::run_one_sided(Execution& e, OpIndex op) {
       const std::byte* remote = windows_->peer_address(o.peer, seq, o.remote.buffer,
                                                        o.remote.offset * e.elem_size_, bytes);
       std::byte* dst = e.address(o.dst);
+      const WriteMode store = store_for(e, op);
       if (o.kind == OpKind::get)
-        std::memcpy(dst, remote, bytes);
+        copy_bytes(dst, remote, bytes, store);
       else
-        reduce_into(e.type_, e.op_, dst, e.address(o.src), remote, o.dst.count);
+        reduce_into(e.type_, e.op_, dst, e.address(o.src), remote, o.dst.count, store);
       return true;
     }
     default:
@@ -276,7 +342,8 @@ void Engine::pump_peer(int peer, bool sends) {
       // Transports copy the Reducer, so one on the stack is enough.
       const Reducer red{e.type_, e.op_, o.kind == OpKind::recv_reduce ? e.address(o.src) : nullptr};
       id = transport_.irecv(peer, e.address(o.dst), o.dst.count * e.elem_size_,
-                            o.kind == OpKind::recv_reduce ? &red : nullptr, e.stamp_);
+                            o.kind == OpKind::recv_reduce ? &red : nullptr, e.stamp_,
+                            store_for(e, p.op));
     }
     track(id, p);
   }

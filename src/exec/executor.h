@@ -41,6 +41,10 @@ struct PreparedProgram {
   std::vector<uint32_t> dependents_begin;  // CSR offsets, ops + 1 entries
   std::vector<OpIndex> dependents;
   bool one_sided = false;  // has get, get_reduce, signal or wait ops
+  // Per op: 1 where it writes Output that no other op of the Program reads
+  // (a final result, not one it forwards or reduces into again), which a
+  // large call writes with non-temporal stores (Engine::set_stream_bytes).
+  std::vector<uint8_t> final_output;
 };
 // Checks that deps name earlier ops and builds the inverted graph.
 std::shared_ptr<const PreparedProgram> prepare(Program program);
@@ -92,6 +96,10 @@ class Execution {
   CallLabel label_;
   Deadline deadline_{};
   CallStamp stamp_;
+  // How the ops that write final Output write it (Engine::set_stream_bytes):
+  // streaming for a call whose output is too large to stay cached and lies
+  // apart from its input.
+  WriteMode output_store_ = WriteMode::cached;
   std::vector<uint32_t> missing_deps_;  // per op
   std::vector<uint8_t> state_;          // per op: kReady (deps done, not started), kFinished
   std::vector<int64_t> started_ns_;     // per op, only while traced: Tracer::ticks() at its start
@@ -123,6 +131,11 @@ class Engine {
   // The shared windows that one-sided ops use; a Program with one-sided ops
   // fails without them.
   void set_windows(WindowSet* windows) { windows_ = windows; }
+  // Calls whose Output is at least `bytes` (0: none) write it with
+  // non-temporal stores (core/stream_copy.h): copies, reductions and
+  // receives into it. Output that large leaves the caches before it is read
+  // again, so an ordinary store only adds a read of each line from memory.
+  void set_stream_bytes(size_t bytes) { stream_bytes_ = bytes; }
 
  private:
   struct Pending {
@@ -148,8 +161,13 @@ class Engine {
   // Which peers are behind `e`, in words (asks the transport).
   std::string stall_report(const Execution& e);
 
+  // How op `op` of e writes its dst.
+  static WriteMode store_for(const Execution& e, OpIndex op) {
+    return e.prepared_->final_output[op] ? e.output_store_ : WriteMode::cached;
+  }
   Transport& transport_;
   Tracer* tracer_ = nullptr;
+  size_t stream_bytes_ = 0;
   WindowSet* windows_ = nullptr;
   // One-sided waits whose flag was not raised when they became ready.
   std::vector<Pending> waits_;

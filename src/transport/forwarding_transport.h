@@ -37,9 +37,9 @@ class ForwardingTransport : public Transport {
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {
     return inner_->isend(peer, data, bytes, stamp);
   }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override {
-    return inner_->irecv(peer, dst, bytes, reducer, stamp);
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer, const CallStamp& stamp,
+                  WriteMode store) override {
+    return inner_->irecv(peer, dst, bytes, reducer, stamp, store);
   }
   std::optional<CallStamp> waiting_message(int peer) override {
     return inner_->waiting_message(peer);

@@ -32,6 +32,7 @@
 
 #include "core/call_stamp.h"
 #include "core/deadline.h"
+#include "core/stream_copy.h"
 #include "core/transport_kind.h"
 
 #include <chorus/error.h>
@@ -126,9 +127,11 @@ class Transport {
                           const CallStamp& stamp = {}) = 0;
   // reducer == nullptr: plain receive into dst. The Reducer is copied: it need
   // not outlive the call (its `local` buffer must, like dst). The message
-  // must carry `stamp`.
+  // must carry `stamp`. `store`: how the message's bytes are written into dst
+  // where this transport writes them itself (core/stream_copy.h); a kernel
+  // that writes dst (tcp's recv) writes it as it does.
   virtual RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                          const CallStamp& stamp = {}) = 0;
+                          const CallStamp& stamp = {}, WriteMode store = WriteMode::cached) = 0;
 
   // The stamp of the next message from `peer` when it has arrived and no
   // receive from `peer` is posted (the message the next receive from `peer`

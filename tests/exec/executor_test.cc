@@ -1,5 +1,6 @@
 // The executor on hand-written Programs over in-process transports.
 #include "exec/executor.h"
+#include "algorithms/algorithm.h"
 #include "api/communicator_impl.h"
 #include "transport/inproc/inproc_transport.h"
 
@@ -146,6 +147,62 @@ TEST(Executor, TimeoutNamesWhatItWaitsFor) {
     EXPECT_NE(m.find("allreduce(ring)"), std::string::npos) << m;
     EXPECT_NE(m.find("recv from peer 1"), std::string::npos) << m;
   }
+}
+
+}  // namespace
+}  // namespace chorus
+
+namespace chorus {
+namespace {
+
+// The ops a large call writes with non-temporal stores: an op is final
+// exactly when it writes Output and no other op of its Program reads an
+// overlapping part of Output (as src, or as the dst a reduce or divide reads
+// first), checked against every pair of ops for every registered algorithm.
+TEST(FinalOutput, MarksExactlyTheOutputWritesNoOtherOpReads) {
+  auto overlap = [](const Region& a, const Region& b) {
+    return a.buffer == BufferKind::output && b.buffer == BufferKind::output && a.count > 0 &&
+           b.count > 0 && a.offset < b.end() && b.offset < a.end();
+  };
+  auto reads_src = [](OpKind k) {
+    return k == OpKind::send || k == OpKind::recv_reduce || k == OpKind::copy ||
+           k == OpKind::reduce || k == OpKind::get_reduce;
+  };
+  size_t finals = 0, kept = 0;
+  for (const Algorithm& a : all_algorithms()) {
+    for (int n : {2, 3, 4}) {
+      CollectiveSpec spec{a.collective, n, 0, size_t{4096} * static_cast<size_t>(n) + 5, 4, 0};
+      spec.windows = true;
+      if (!supports(a, spec)) continue;
+      for (int r = 0; r < n; ++r) {
+        spec.rank = r;
+        const auto prepared = prepare(build_program(a, spec));
+        const auto& ops = prepared->program.ops;
+        ASSERT_EQ(prepared->final_output.size(), ops.size());
+        for (size_t i = 0; i < ops.size(); ++i) {
+          const Op& o = ops[i];
+          const bool writes = o.kind != OpKind::send && o.kind != OpKind::signal &&
+                              o.kind != OpKind::wait && o.kind != OpKind::divide &&
+                              o.dst.buffer == BufferKind::output && o.dst.count > 0;
+          bool read = false;
+          for (size_t j = 0; j < ops.size() && !read; ++j) {
+            if (j == i) continue;
+            const Op& x = ops[j];
+            read =
+                (reads_src(x.kind) && overlap(x.src, o.dst)) ||
+                ((x.kind == OpKind::reduce || x.kind == OpKind::divide) && overlap(x.dst, o.dst));
+          }
+          const bool want = writes && !read;
+          EXPECT_EQ(prepared->final_output[i] != 0, want)
+              << a.name << " N=" << n << " rank " << r << " op " << i << " (" << describe(o) << ")";
+          (want ? finals : kept) += writes ? 1 : 0;
+        }
+      }
+    }
+  }
+  // Both kinds occur: results that are forwarded, and final ones.
+  EXPECT_GT(finals, 0u);
+  EXPECT_GT(kept, 0u);
 }
 
 }  // namespace

@@ -29,12 +29,12 @@ class CompositeTransport final : public Transport {
     if (local >= 0) return shm_call([&] { return shm_->isend(local, data, bytes, stamp) << 1; });
     return (tcp_->isend(peer, data, bytes, stamp) << 1) | 1;
   }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override {
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer, const CallStamp& stamp,
+                  WriteMode store) override {
     const int local = local_[static_cast<size_t>(peer)];
     if (local >= 0)
-      return shm_call([&] { return shm_->irecv(local, dst, bytes, reducer, stamp) << 1; });
-    return (tcp_->irecv(peer, dst, bytes, reducer, stamp) << 1) | 1;
+      return shm_call([&] { return shm_->irecv(local, dst, bytes, reducer, stamp, store) << 1; });
+    return (tcp_->irecv(peer, dst, bytes, reducer, stamp, store) << 1) | 1;
   }
   void poll(std::vector<RequestId>& done) override {
     take(*shm_, 0, done, nullptr);

@@ -29,6 +29,7 @@ struct PendingRecv {
   size_t bytes;
   std::optional<Reducer> reducer;
   CallStamp stamp;
+  WriteMode store;
 };
 
 // Messages of one ordered pair (src -> dst), matched in FIFO order.
@@ -232,12 +233,13 @@ class InprocTransport final : public Transport {
     return id;
   }
 
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override {
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer, const CallStamp& stamp,
+                  WriteMode store) override {
     check_rank(peer);
     check_peer(peer);  // a failed peer, or one that has returned, fails the post
     const RequestId id = next_id_++;
-    PendingRecv r{id, dst, bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt, stamp};
+    PendingRecv r{id,    dst,  bytes, reducer ? std::optional<Reducer>(*reducer) : std::nullopt,
+                  stamp, store};
     Channel& ch = world_->channel(peer, rank_);
     std::unique_lock lock(ch.mu);
     if (ch.sends.empty()) {
@@ -379,9 +381,9 @@ class InprocTransport final : public Transport {
     if (send_bytes > 0) {
       if (r.reducer) {
         const size_t count = send_bytes / dtype_size(r.reducer->type);
-        reduce_into(r.reducer->type, r.reducer->op, r.dst, r.reducer->local, data, count);
+        reduce_into(r.reducer->type, r.reducer->op, r.dst, r.reducer->local, data, count, r.store);
       } else {
-        std::memcpy(r.dst, data, send_bytes);
+        copy_bytes(r.dst, data, send_bytes, r.store);
       }
     }
     world_->complete(src, send_id);

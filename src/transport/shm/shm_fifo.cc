@@ -40,11 +40,12 @@ RequestId ShmTransport::isend(int peer, const void* data, size_t bytes, const Ca
 }
 
 RequestId ShmTransport::irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                              const CallStamp& stamp) {
+                              const CallStamp& stamp, WriteMode store) {
   Peer& p = peer_at(peer, "irecv");
   const RequestId id = next_id_++;
   PendingRecv r{id,    static_cast<std::byte*>(dst), bytes,
-                stamp, reducer != nullptr,           reducer ? *reducer : Reducer{}};
+                stamp, reducer != nullptr,           reducer ? *reducer : Reducer{},
+                store};
   if (r.reduce && bytes % dtype_size(r.reducer.type) != 0)
     fail(ErrorCode::invalid_argument, "rank ", rank_, ": shm irecv from peer ", peer, ": ", bytes,
          " B is not a whole number of ", to_string(r.reducer.type), " elements");
@@ -196,28 +197,38 @@ void ShmTransport::refuse(Peer& p, const PendingRecv& r, const SlotHeader& h) {
 void ShmTransport::deliver(const PendingRecv& r, const std::byte* data, size_t bytes) {
   std::byte* dst = r.dst + r.received;
   if (!r.reduce) {
-    std::memcpy(dst, data, bytes);
+    copy_bytes(dst, data, bytes, r.store);
     return;
   }
   const size_t elem = dtype_size(r.reducer.type);
   const auto* local = static_cast<const std::byte*>(r.reducer.local) + r.received;
-  reduce_into(r.reducer.type, r.reducer.op, dst, local, data, bytes / elem);
+  reduce_into(r.reducer.type, r.reducer.op, dst, local, data, bytes / elem, r.store);
 }
 
 void ShmTransport::read_cross_memory(Peer& p, const PendingRecv& r, uint64_t address) {
-  if (!r.reduce) {
+  if (!r.reduce && r.store == WriteMode::cached) {
     read_remote(p, r.dst, address, r.bytes);
     return;
   }
-  // dst = local (+) remote, piece by piece through a cache-resident buffer.
+  // dst = local (+) remote, or a streaming copy of remote, piece by piece
+  // through a cache-resident buffer: the kernel's copy into dst would write
+  // it through the caches.
   if (bounce_.empty()) bounce_.resize(kCrossMemoryPiece / sizeof(uint64_t));
   auto* buf = reinterpret_cast<std::byte*>(bounce_.data());
+  if (!r.reduce) {
+    for (size_t off = 0; off < r.bytes; off += kCrossMemoryPiece) {
+      const size_t n = std::min(kCrossMemoryPiece, r.bytes - off);
+      read_remote(p, buf, address + off, n);
+      copy_bytes(r.dst + off, buf, n, WriteMode::streaming);
+    }
+    return;
+  }
   const size_t elem = dtype_size(r.reducer.type);
   const auto* local = static_cast<const std::byte*>(r.reducer.local);
   for (size_t off = 0; off < r.bytes; off += kCrossMemoryPiece) {
     const size_t n = std::min(kCrossMemoryPiece, r.bytes - off);
     read_remote(p, buf, address + off, n);
-    reduce_into(r.reducer.type, r.reducer.op, r.dst + off, local + off, buf, n / elem);
+    reduce_into(r.reducer.type, r.reducer.op, r.dst + off, local + off, buf, n / elem, r.store);
   }
 }
 

@@ -113,6 +113,7 @@ struct PendingRecv {
   CallStamp stamp;
   bool reduce;
   Reducer reducer;
+  WriteMode store;  // how deliver() and the cross-memory read write dst
   size_t received = 0;
 };
 
@@ -156,8 +157,8 @@ class ShmTransport final : public Transport {
   std::optional<CallStamp> waiting_message(int peer) override;
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override;
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override;
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer, const CallStamp& stamp,
+                  WriteMode store) override;
   void poll(std::vector<RequestId>& done) override { progress(done); }
   void begin_call(const CallStamp& stamp) override;
   std::vector<PeerProgress> peer_progress(Deadline deadline) override;

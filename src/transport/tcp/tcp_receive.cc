@@ -20,7 +20,7 @@
 namespace chorus::tcp {
 
 RequestId TcpTransport::irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                              const CallStamp& stamp) {
+                              const CallStamp& stamp, WriteMode store) {
   Peer& p = usable_peer(peer, "receive from");
   const RequestId id = next_id_++;
   RecvReq& r = p.recvs.emplace_back();
@@ -29,6 +29,7 @@ RequestId TcpTransport::irecv(int peer, void* dst, size_t bytes, const Reducer* 
   r.bytes = bytes;
   r.stamp = stamp;
   if (reducer) r.reducer = *reducer;
+  r.store = store;
   // Streams parked on exactly this message can go on now.
   const uint64_t seq = p.recv_base + p.recvs.size() - 1;
   for (Stream* s : p.streams) {
@@ -108,7 +109,8 @@ void TcpTransport::read_stream(Stream& s) {
       if (whole > 0) {
         const size_t at = s.frame.offset + s.applied;
         reduce_into(red.type, red.op, s.target->dst + at,
-                    static_cast<const uint8_t*>(red.local) + at, s.staging.data(), whole / es);
+                    static_cast<const uint8_t*>(red.local) + at, s.staging.data(), whole / es,
+                    s.target->store);
         s.applied += whole;
         s.staged -= whole;
         if (s.staged > 0) std::memmove(s.staging.data(), s.staging.data() + whole, s.staged);

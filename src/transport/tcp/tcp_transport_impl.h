@@ -53,6 +53,8 @@ struct RecvReq {
   size_t bytes = 0;
   CallStamp stamp;
   std::optional<Reducer> reducer;
+  WriteMode store =
+      WriteMode::cached;  // how a reduction writes dst (the kernel's recv writes the rest)
   size_t received = 0;
   bool complete = false;
 };
@@ -124,8 +126,8 @@ class TcpTransport final : public Transport {
   }
 
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override;
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override;
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer, const CallStamp& stamp,
+                  WriteMode store) override;
   void poll(std::vector<RequestId>& done) override;
   void begin_call(const CallStamp& stamp) override;
   std::optional<CallStamp> waiting_message(int peer) override;

@@ -37,10 +37,10 @@ class Recorder final : public ForwardingTransport {
     sends.push_back(peer);
     return inner().isend(peer, data, bytes, stamp);
   }
-  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer,
-                  const CallStamp& stamp) override {
+  RequestId irecv(int peer, void* dst, size_t bytes, const Reducer* reducer, const CallStamp& stamp,
+                  WriteMode store) override {
     recvs.push_back(peer);
-    return inner().irecv(peer, dst, bytes, reducer, stamp);
+    return inner().irecv(peer, dst, bytes, reducer, stamp, store);
   }
   void begin_call(const CallStamp& stamp) override {
     ++calls;
