@@ -72,7 +72,7 @@ TEST(Config, ReadsThroughALookup) {
 // (CHORUS_TIMEOUT is the exception: inf and anything too long to count mean
 // no deadline; see LongTimeoutsSaturateToNoDeadline.)
 TEST(Config, NumbersBeyondTheirTypesAreRejected) {
-  for (const char* var : {"CHORUS_SPIN_US", "CHORUS_SEGMENT"})
+  for (const char* var : {"CHORUS_SPIN_US", "CHORUS_SEGMENT", "CHORUS_STREAM_BYTES"})
     for (const char* value : {"inf", "1e300", "2e19"}) {
       try {
         Config::from_env(env_from_map({{var, value}}));
@@ -82,6 +82,13 @@ TEST(Config, NumbersBeyondTheirTypesAreRejected) {
         EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
       }
     }
+}
+
+TEST(Config, StreamBytes) {
+  EXPECT_EQ(Config::from_env(env_from_map({})).stream_bytes, size_t{16} << 20);
+  EXPECT_EQ(Config::from_env(env_from_map({{"CHORUS_STREAM_BYTES", "0"}})).stream_bytes, 0u);
+  EXPECT_EQ(Config::from_env(env_from_map({{"CHORUS_STREAM_BYTES", "1048576"}})).stream_bytes,
+            size_t{1} << 20);
 }
 
 TEST(Config, TimeoutSpinAndDebug) {
@@ -145,10 +152,11 @@ TEST(Config, LongTimeoutsSaturateToNoDeadline) {
 
 TEST(Config, EveryBadNumberNamesItsVariable) {
   const std::pair<const char*, const char*> bad[] = {
-      {"CHORUS_TIMEOUT", "0"},   {"CHORUS_TIMEOUT", "-1"},    {"CHORUS_TIMEOUT", "nan"},
-      {"CHORUS_SPIN_US", "inf"}, {"CHORUS_SPIN_US", "1e12"},  {"CHORUS_SPIN_US", "x"},
-      {"CHORUS_SEGMENT", "inf"}, {"CHORUS_SEGMENT", "1.5"},   {"CHORUS_SEGMENT", "-4"},
-      {"CHORUS_BIND", "bogus"},  {"CHORUS_TCP_STREAMS", "0"}, {"CHORUS_DEBUG", "LOUD"}};
+      {"CHORUS_TIMEOUT", "0"},       {"CHORUS_TIMEOUT", "-1"},      {"CHORUS_TIMEOUT", "nan"},
+      {"CHORUS_SPIN_US", "inf"},     {"CHORUS_SPIN_US", "1e12"},    {"CHORUS_SPIN_US", "x"},
+      {"CHORUS_SEGMENT", "inf"},     {"CHORUS_SEGMENT", "1.5"},     {"CHORUS_SEGMENT", "-4"},
+      {"CHORUS_BIND", "bogus"},      {"CHORUS_TCP_STREAMS", "0"},   {"CHORUS_DEBUG", "LOUD"},
+      {"CHORUS_STREAM_BYTES", "-1"}, {"CHORUS_STREAM_BYTES", "1.5"}};
   for (const auto& [name, value] : bad) {
     ScopedEnv e(name, value);
     try {

@@ -3,8 +3,8 @@
 // streaming body starts (256 B for a copy, two 4 KiB pieces for a reduction)
 // and at every alignment of source and destination, and nothing outside the
 // destination is written.
-#include "core/reduce_kernels.h"
 #include "core/stream_copy.h"
+#include "core/reduce_kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -77,6 +77,7 @@ both CHORUS_ALGO "nosuchcollective=ring"
 both CHORUS_BIND bogus
 both CHORUS_DEBUG LOUD
 both CHORUS_SEGMENT 1.5
+both CHORUS_STREAM_BYTES lots
 both CHORUS_SPIN_US soon
 both CHORUS_TIMEOUT 0
 both CHORUS_TRANSPORT carrier-pigeon
