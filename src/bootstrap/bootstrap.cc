@@ -204,7 +204,7 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int size,
   };
 
   TcpOptions tcp;
-  tcp.streams = config.tcp_streams;
+  tcp.streams = tcp_streams_for(config, size);
   tcp.address = tcp_address;
   tcp.host_id = me;
   tcp.spin = config.spin;

@@ -302,4 +302,10 @@ void check_config_directories(const Config& config) {
   }
 }
 
+size_t tcp_streams_for(const Config& config, int world_size) {
+  if (config.tcp_streams > 0) return config.tcp_streams;
+  constexpr int kTwoStreamsUpTo = 256;
+  return world_size <= kTwoStreamsUpTo ? 2 : 1;
+}
+
 }  // namespace chorus

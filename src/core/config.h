@@ -34,7 +34,8 @@
 //                      Every rank needs the same one; chorus-run makes one.
 //                      Unset: the store is open to any process that reaches
 //                      its port (rank 0 warns). Set but empty is an error.
-//   CHORUS_TCP_STREAMS sockets per peer of the tcp transport (default 1)
+//   CHORUS_TCP_STREAMS sockets per peer of the tcp transport (default 2 up to
+//                      256 ranks, else 1: see tcp_streams_for)
 //   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
 //                      (default: the local address that routes to the store)
 //   CHORUS_TUNING_FILE the fitted model (and measured rules) for the tuner
@@ -95,7 +96,8 @@ struct Config {
   std::string tuning_file;
   bool tuning_cache = true;  // CHORUS_TUNING_CACHE
   std::string cache_dir;     // $XDG_CACHE_HOME/chorus or $HOME/.cache/chorus; "" = none
-  size_t tcp_streams = 1;
+  // CHORUS_TCP_STREAMS; 0 = automatic (tcp_streams_for).
+  size_t tcp_streams = 0;
   std::string tcp_address;          // "" = derive from the route to the store
   bool bind_cores = true;           // CHORUS_BIND
   std::string host_id;              // CHORUS_HOST_ID; "" = hostname and boot id
@@ -119,6 +121,15 @@ struct Config {
   // The same, reading the variables through `env`.
   static Config from_env(const EnvLookup& env);
 };
+
+// Sockets per tcp peer for a job of `world_size` ranks: CHORUS_TCP_STREAMS,
+// else 2 up to 256 ranks and 1 beyond. Two streams let the kernel's work on
+// a large message (copies, checksums, acks) run on both cores of a host: on
+// loopback, N = 2, a 2 MiB ring AllReduce took a median of 1000 us on one
+// stream and 600 us on two (docs/PERFORMANCE.md). Each stream is a file
+// descriptor per peer, besides the control socket: beyond 256 ranks one
+// stream keeps a rank within the common limit of 1024 descriptors.
+size_t tcp_streams_for(const Config& config, int world_size);
 
 // Creates the directories CHORUS_TRACE and CHORUS_FLIGHT_RECORDER name (when
 // set), so that one that cannot be a directory (a path through a regular

@@ -84,6 +84,16 @@ TEST(Config, NumbersBeyondTheirTypesAreRejected) {
     }
 }
 
+TEST(Config, TcpStreamsDefaultByWorldSize) {
+  const Config automatic = Config::from_env(env_from_map({}));
+  EXPECT_EQ(tcp_streams_for(automatic, 2), 2u);
+  EXPECT_EQ(tcp_streams_for(automatic, 256), 2u);
+  EXPECT_EQ(tcp_streams_for(automatic, 257), 1u);
+  const Config three = Config::from_env(env_from_map({{"CHORUS_TCP_STREAMS", "3"}}));
+  EXPECT_EQ(tcp_streams_for(three, 2), 3u);
+  EXPECT_EQ(tcp_streams_for(three, 1000), 3u);
+}
+
 TEST(Config, StreamBytes) {
   EXPECT_EQ(Config::from_env(env_from_map({})).stream_bytes, size_t{16} << 20);
   EXPECT_EQ(Config::from_env(env_from_map({{"CHORUS_STREAM_BYTES", "0"}})).stream_bytes, 0u);
