@@ -188,6 +188,18 @@ std::optional<Placement> place(const RowPlan& p, int rank, bool in_place, std::b
   return std::nullopt;
 }
 
+// The harness's own reductions (the slowest rank's time, the wrong-element
+// count) name a two-sided algorithm, so that they neither create windows nor
+// take part in learning: a one-sided pick makes its windows at its first
+// call, which fell on the first row's last timed calls (a fresh job at N = 4
+// on 2 cores timed its first row 2-3x slow), and an exploring class would
+// run other algorithms between rows.
+const CallOptions kHarness = [] {
+  CallOptions o;
+  o.algorithm = "recursive_doubling";
+  return o;
+}();
+
 // -n, or with --min-time as many iterations as a probe of a few calls says
 // the row needs (iterations_for); every rank takes the slowest rank's
 // estimate, so that all run the same number of calls.
@@ -200,7 +212,7 @@ int timed_iterations(Communicator& comm, const PerfOptions& o, const RowPlan& p,
   const Call call = row_call(p, send, recv, opts);
   for (int i = 0; i < kProbeCalls; ++i) comm.submit(call).wait();
   double per_call = Seconds(std::chrono::steady_clock::now() - t0).count() / kProbeCalls;
-  comm.allreduce(&per_call, &per_call, 1, DataType::float64, ReduceOp::max);
+  comm.allreduce(&per_call, &per_call, 1, DataType::float64, ReduceOp::max, kHarness);
   return iterations_for(o.min_time, per_call, o.iters);
 }
 
@@ -234,7 +246,7 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
   }
   double secs = Seconds(std::chrono::steady_clock::now() - t0).count() / iters;
   // The row's time is the slowest rank's.
-  comm.allreduce(&secs, &secs, 1, DataType::float64, ReduceOp::max);
+  comm.allreduce(&secs, &secs, 1, DataType::float64, ReduceOp::max, kHarness);
   cell.time_us = secs * 1e6;
   cell.iters = iters;
   cell.algbw = secs > 0 ? static_cast<double>(p.bytes) / secs / 1e9 : 0;
@@ -255,7 +267,7 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
       first[0] = ~first[0];
     }
     uint64_t wrong = count_wrong(cc, pl->recv);
-    comm.allreduce(&wrong, &wrong, 1, DataType::uint64, ReduceOp::sum);
+    comm.allreduce(&wrong, &wrong, 1, DataType::uint64, ReduceOp::sum, kHarness);
     cell.wrong = wrong;
   }
   return cell;
