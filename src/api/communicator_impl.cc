@@ -94,6 +94,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
       received_from_(static_cast<size_t>(size_), 0) {
   engine_.set_stop(&abort_requested_, [this] { check_abort(); });
   engine_.set_stream_bytes(config_.stream_bytes);
+  engine_.set_spin(config_.spin);
   if (transport_->shares_memory()) {
     windows_ = std::make_unique<WindowSet>(
         rank_, size_, [this](const WindowRecord& mine) { return exchange_records(mine); });

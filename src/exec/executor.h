@@ -16,6 +16,7 @@
 #include <chorus/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -136,6 +137,9 @@ class Engine {
   // receives into it. Output that large leaves the caches before it is read
   // again, so an ordinary store only adds a read of each line from memory.
   void set_stream_bytes(size_t bytes) { stream_bytes_ = bytes; }
+  // How long a one-sided wait polls its flags on the core before it naps
+  // (CHORUS_SPIN_US), where this rank has a core of its own.
+  void set_spin(std::chrono::microseconds spin) { spin_ = spin; }
 
  private:
   struct Pending {
@@ -168,6 +172,7 @@ class Engine {
   Transport& transport_;
   Tracer* tracer_ = nullptr;
   size_t stream_bytes_ = 0;
+  std::chrono::microseconds spin_{50};
   WindowSet* windows_ = nullptr;
   // One-sided waits whose flag was not raised when they became ready.
   std::vector<Pending> waits_;

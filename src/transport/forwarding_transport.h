@@ -32,6 +32,7 @@ class ForwardingTransport : public Transport {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   bool shares_memory() const override { return inner_->shares_memory(); }
+  bool shares_cores() const override { return inner_->shares_cores(); }
   std::string address() const override { return inner_->address(); }
   void check_peer(int peer) override { inner_->check_peer(peer); }
   RequestId isend(int peer, const void* data, size_t bytes, const CallStamp& stamp) override {

@@ -113,6 +113,10 @@ class Transport {
   // Whether every rank runs on this host and can map the others' memory
   // (transport/window.h): what one-sided Programs need. shm and inproc do.
   virtual bool shares_memory() const { return false; }
+  // Whether this rank shares cores with other ranks of the communicator
+  // (more local ranks than the cores they may use): a waiting rank then
+  // hands its core over at once, since the rank it waits for may need it.
+  virtual bool shares_cores() const { return false; }
   // The address this rank's peers reach it at over tcp (what it published);
   // "" where it has no tcp link. A communicator derived from this one
   // (api/derive.cc) meets its first rank there.

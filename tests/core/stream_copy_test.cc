@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -36,7 +37,8 @@ TEST(StreamCopy, EverySizeAndAlignmentAroundTheThresholds) {
         for (WriteMode mode : {WriteMode::cached, WriteMode::streaming}) {
           auto dst = before;
           copy_bytes(dst.data() + kGuard + dst_off, src.data() + src_off, bytes, mode);
-          ASSERT_EQ(std::memcmp(dst.data() + kGuard + dst_off, src.data() + src_off, bytes), 0)
+          ASSERT_TRUE(std::equal(src.begin() + static_cast<std::ptrdiff_t>(src_off), src.end(),
+                                 dst.begin() + static_cast<std::ptrdiff_t>(kGuard + dst_off)))
               << bytes << " B, dst +" << dst_off << ", src +" << src_off;
           // The bytes around the destination are untouched.
           ASSERT_EQ(std::memcmp(dst.data(), before.data(), kGuard + dst_off), 0);

@@ -197,6 +197,9 @@ class InprocTransport final : public Transport {
   int size() const override { return world_->size(); }
   TransportKind kind() const override { return TransportKind::inproc; }
   bool shares_memory() const override { return true; }
+  bool shares_cores() const override {
+    return static_cast<unsigned>(world_->size()) > std::thread::hardware_concurrency();
+  }
   void check_peer(int peer) override {
     check_rank(peer);
     world_->check_peers(rank_);

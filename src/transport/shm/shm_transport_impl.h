@@ -46,6 +46,7 @@
 // last pass sees the new index, or the publisher sees `sleeping`).
 #pragma once
 
+#include "core/cpu_relax.h"
 #include "store/store.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_transport.h"
@@ -86,14 +87,6 @@ inline constexpr uint32_t kAliveStride = 64;
 // microseconds at most); larger ones wait for the next progress pass, so
 // that isend stays cheap.
 inline constexpr size_t kPublishInIsendBytes = size_t{16} << 10;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 struct PendingSend {
   RequestId id;
@@ -153,6 +146,7 @@ class ShmTransport final : public Transport {
   int size() const override { return size_; }
   TransportKind kind() const override { return TransportKind::shm; }
   bool shares_memory() const override { return true; }
+  bool shares_cores() const override { return oversubscribed_; }
   void check_peer(int peer) override;
   std::optional<CallStamp> waiting_message(int peer) override;
 
