@@ -66,7 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Config c = Config::from_env(env);
     require(c.timeout.count() > 0, "a timeout that is not positive");
     require(c.spin.count() >= 0, "a negative spin");
-    require(c.tcp_streams >= 1 && c.tcp_streams <= 64, "tcp streams outside 1 to 64");
+    // 0 is automatic (tcp_streams_for), whose answer is 1 to 64 too.
+    require(c.tcp_streams <= 64, "tcp streams above 64");
+    for (int world : {1, 256, 257, 1 << 20}) {
+      const size_t streams = tcp_streams_for(c, world);
+      require(streams >= 1 && streams <= 64, "tcp streams outside 1 to 64");
+    }
   } catch (const Error&) {
   }
   try {
