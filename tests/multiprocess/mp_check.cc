@@ -38,6 +38,18 @@
 //                            within 5 s, and once all have let go the
 //                            first survivor finds nothing of any rank's left in /dev/shm:
 //                            "WINDOW KILL OK"
+//   mp_check shrink V W [S]  rank V is killed between calls (W = between) or
+//                            inside a large AllReduce (W = inside), and rank
+//                            S, where given, during the shrink; the
+//                            survivors shrink and check the new
+//                            communicator (support/shrink_check.h); its
+//                            rank 0 prints "SHRINK OK K survivors"
+//   mp_check shrink-stop     rank N-1 stops itself (SIGSTOP) and never
+//                            shrinks; the others shrink without it after
+//                            the timeout, kill it and print "SHRINK STOP OK"
+//   mp_check revoke          rank 0 revokes from a second thread while every
+//                            rank is blocked; "REVOKE OK" with the slowest
+//                            rank's time
 //   mp_check init            init_from_env() and a barrier, then "INIT OK";
 //                            with MP_CHECK_SET=key=value in its environment a
 //                            rank first sets key to value in the store (to
@@ -50,6 +62,7 @@
 #include "support/grid.h"
 #include "support/mismatch.h"
 #include "support/recv_any_check.h"
+#include "support/shrink_check.h"
 #include "support/split_check.h"
 
 #include <chorus/chorus.h>
@@ -453,6 +466,82 @@ int run_recv_any_mode() {
   return bad == 0 ? 0 : 1;
 }
 
+// The survivors' verdict over their new communicator: rank 0 of it prints
+// `ok_line` when no survivor saw a problem.
+int report_survivors(const std::vector<std::string>& problems, int old_rank,
+                     std::optional<Communicator>& next, const std::string& ok_line) {
+  for (const std::string& p : problems) std::printf("rank %d: %s\n", old_rank, p.c_str());
+  if (!next) return problems.empty() ? 0 : 1;
+  int64_t bad = static_cast<int64_t>(problems.size());
+  next->allreduce(&bad, &bad, 1, DataType::int64, ReduceOp::sum);
+  if (next->rank() == 0 && bad == 0) std::printf("%s\n", ok_line.c_str());
+  return bad == 0 ? 0 : 1;
+}
+
+// Communicator::shrink after rank `victim` is killed between calls or in the
+// middle of a large AllReduce, and optionally `second` during the shrink
+// (support/shrink_check.h); "SHRINK OK" from the survivors.
+int run_shrink_mode(int victim, bool inside, int second) {
+  Communicator comm = init_from_env();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  const auto problems = test::check_shrink_after_death(
+      comm, victim, inside, [] { ::raise(SIGKILL); }, second, &next);
+  return report_survivors(problems, old_rank, next,
+                          str_cat("SHRINK OK ", next ? next->size() : 0, " survivors"));
+}
+
+// The last rank stops itself (SIGSTOP) and never calls shrink: the others
+// time out, shrink without it once its timeout has passed, and kill it.
+int run_shrink_stop_mode() {
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  const int old_rank = comm.rank();
+  std::vector<int32_t> pids(static_cast<size_t>(n));
+  const int32_t mine = static_cast<int32_t>(::getpid());
+  comm.allgather(&mine, pids.data(), 1, DataType::int32);
+  std::vector<float> v(1000, 1.0f);
+  comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  if (old_rank == n - 1) {
+    ::raise(SIGSTOP);
+    return 0;
+  }
+  std::vector<std::string> problems;
+  CallOptions quick;
+  quick.timeout = std::chrono::milliseconds(500);
+  try {
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, quick);
+    problems.push_back("an AllReduce without the stopped rank returned");
+  } catch (const Error&) {
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<Communicator> next(comm.shrink(std::chrono::milliseconds(2000)));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("rank %d: shrink without the stopped rank took %.3f s\n", old_rank, took);
+  std::vector<int> members;
+  for (int r = 0; r < n - 1; ++r) members.push_back(r);
+  for (auto& p : test::check_exact_allreduce(*next, members, old_rank)) problems.push_back(p);
+  if (next->rank() == 0) ::kill(pids[static_cast<size_t>(n - 1)], SIGKILL);
+  return report_survivors(problems, old_rank, next, "SHRINK STOP OK");
+}
+
+// Rank 0 revokes from a second thread while every rank is blocked; every
+// rank's call raises revoked within 2 s ("REVOKE OK", with the slowest
+// rank's time).
+int run_revoke_mode() {
+  Communicator comm = init_from_env();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  double measured = 0;
+  const auto problems = test::check_revoke_unblocks(comm, 2000, measured, &next);
+  double worst = measured;
+  if (next) next->allreduce(&worst, &worst, 1, DataType::float64, ReduceOp::max);
+  char line[128];
+  std::snprintf(line, sizeof line, "REVOKE OK slowest rank %.2f ms after the revoke", worst);
+  return report_survivors(problems, old_rank, next, line);
+}
+
 int run_init_mode() {
   if (auto kv = env_var("MP_CHECK_SET")) {
     const size_t eq = kv->find('=');
@@ -485,9 +574,15 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") return chorus::run_mismatch_mode();
     if (mode == "stop") return chorus::run_stop_mode();
     if (mode == "window-kill" && argc > 2) return chorus::run_window_kill_mode(std::atoi(argv[2]));
+    if (mode == "shrink" && argc > 3)
+      return chorus::run_shrink_mode(std::atoi(argv[2]), std::strcmp(argv[3], "inside") == 0,
+                                     argc > 4 ? std::atoi(argv[4]) : -1);
+    if (mode == "shrink-stop") return chorus::run_shrink_stop_mode();
+    if (mode == "revoke") return chorus::run_revoke_mode();
     std::fprintf(stderr,
                  "usage: mp_check grid [--small] | allreduce | kill | window-kill RANK | timeout | "
-                 "abort | init | split | recv-any | mismatch | stop\n");
+                 "abort | init | split | recv-any | mismatch | stop | shrink VICTIM between|inside "
+                 "[SECOND] | shrink-stop | revoke\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());
