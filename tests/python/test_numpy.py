@@ -1,6 +1,7 @@
 """The numpy binding: every collective and dtype at N = 1..4 over shm and tcp,
 the error classes, Ctrl-C, the variables chorus-run exports, and windows
-(comm.window, comm.empty) over shm and tcp, and comm.split / split_by_host."""
+(comm.window, comm.empty) over shm and tcp, comm.split / split_by_host, and
+comm.revoke / comm.shrink after a rank is killed."""
 
 import re
 
@@ -28,6 +29,16 @@ def test_errors(transport, algorithm):
 # Over shm; the C++ checks run over tcp too (multiprocess_split_tcp_N5).
 def test_split():
     require_ok(launch(4, "numpy_split.py", transport="shm"), 4, "numpy_split OK")
+
+
+# A rank killed: the survivors shrink, then revoke and shrink again. chorus-run
+# exits non-zero (a rank died) once the survivors are done.
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_revoke_and_shrink(transport):
+    proc = launch(4, "numpy_shrink.py", transport=transport, grace=60, timeout=300)
+    detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    assert ranks_reporting(proc, "numpy_shrink OK") == {0, 1, 2}, detail
+    assert "rank 3 was killed by signal 9" in proc.stderr + proc.stdout, detail
 
 
 @pytest.mark.parametrize("n", [2, 3])

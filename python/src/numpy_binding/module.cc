@@ -83,6 +83,15 @@ PYBIND11_MODULE(_chorus, m) {
       .def("abort", &PyCommunicator::abort, py::arg("reason"),
            "Aborts the communicator: every pending and later call raises AbortedError here, and "
            "the peers raise AbortedError naming this rank and the reason.")
+      .def("revoke", &PyCommunicator::revoke,
+           "Revokes the communicator: every pending and later call on every rank raises "
+           "RevokedError. Any rank, any thread; never blocks. The survivors go on with shrink().")
+      .def("shrink", &PyCommunicator::shrink, py::arg("timeout") = py::none(),
+           "After a failure or a revoke, the live ranks call it: a new Communicator of the "
+           "ranks that did not fail, ranked in the order of their ranks here. Every survivor "
+           "gets the same membership, or every survivor raises. A rank that has not called "
+           "shrink within timeout seconds (None: CHORUS_TIMEOUT) is counted failed. Needs no "
+           "store.")
       .def_property_readonly(
           "transport", [](const PyCommunicator& c) { return c.live().transport(); },
           "The transport that connects the ranks: \"shm\", \"tcp\" or \"shm+tcp\".")
