@@ -175,6 +175,22 @@ class Communicator {
   //   catch (const chorus::Error&) { comm = comm.shrink(); }
   Communicator shrink(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
+  // Grows the communicator by `joining` new processes, which call
+  // chorus::join_from_env() (init.h): a collective over this communicator
+  // that returns a communicator of its ranks (ranked as here) and the
+  // joiners (ranked after them, in the order they arrive). The joiners meet
+  // the members through the job's store (the one init() was given) and name
+  // the generation they join (CHORUS_JOIN_GENERATION, docs/LAUNCHING.md):
+  // this communicator's generation + 1, where init() makes generation 0 and
+  // each grow the next (split and shrink keep it). A late joiner, or one of
+  // another generation, is refused with an Error that says so. Every member
+  // and joiner gets the new communicator, or every one raises (a joiner that
+  // does not come within `timeout`, 0: CHORUS_TIMEOUT, fails it). Processes
+  // only (not run_ranks' threads).
+  //   comm = comm.shrink();                 // after a rank died
+  //   comm = comm.grow(1);                  // its replacement joins
+  Communicator grow(int joining, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
   // Splits this communicator, as MPI_Comm_split and ncclCommSplit do. A
   // collective over this communicator: every rank calls it, in the same order
   // as its other calls. The ranks that pass the same color form a new

@@ -3,6 +3,7 @@
 // chorus::Error leaves them.
 #include "api/communicator_impl.h"
 #include "api/derive.h"
+#include "api/grow.h"
 #include "api/shrink.h"
 
 #include "core/check.h"
@@ -125,6 +126,10 @@ void Communicator::revoke() {
 
 Communicator Communicator::shrink(std::chrono::milliseconds timeout) {
   return guarded("shrink", [&] { return detail::shrink(*this, timeout); });
+}
+
+Communicator Communicator::grow(int joining, std::chrono::milliseconds timeout) {
+  return guarded("grow", [&] { return detail::grow(*this, joining, timeout); });
 }
 
 Work Communicator::submit(const Call& call) {

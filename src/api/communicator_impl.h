@@ -79,6 +79,9 @@ class CommunicatorImpl {
   int size() const { return size_; }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
+  // A grow that failed after its generation was claimed spends it
+  // (api/grow.cc): the next grow of this communicator takes the next one.
+  void spend_generation(int generation) { config_.generation = generation; }
   // Each rank's host (CollectiveSpec::host_of); null for one rank.
   const std::shared_ptr<const std::vector<int>>& host_of() const { return host_of_; }
   Selector& selector() { return *selector_; }

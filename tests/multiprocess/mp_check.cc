@@ -50,6 +50,11 @@
 //   mp_check revoke          rank 0 revokes from a second thread while every
 //                            rank is blocked; "REVOKE OK" with the slowest
 //                            rank's time
+//   mp_check grow            rank N-1 is killed, the survivors shrink, and a
+//                            new process (mp_check join) joins by grow; the
+//                            N ranks reduce exactly; then a late joiner and
+//                            one of a wrong generation (mp_check
+//                            join-refused) must be refused: "GROW OK N ranks"
 //   mp_check init            init_from_env() and a barrier, then "INIT OK";
 //                            with MP_CHECK_SET=key=value in its environment a
 //                            rank first sets key to value in the store (to
@@ -68,6 +73,8 @@
 #include <chorus/chorus.h>
 
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -542,6 +549,91 @@ int run_revoke_mode() {
   return report_survivors(problems, old_rank, next, line);
 }
 
+// Starts this program as a joiner of generation `generation`:
+// "mp_check <args...>" with CHORUS_JOIN_GENERATION and `extra` set.
+pid_t spawn_joiner(int generation, const std::vector<std::string>& args,
+                   const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "CHORUS_JOIN_GENERATION=", 23) != 0) env.emplace_back(*e);
+  env.push_back(str_cat("CHORUS_JOIN_GENERATION=", generation));
+  for (const auto& e : extra) env.push_back(e);
+  std::vector<std::string> argv{"mp_check"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargv.data(), cenv.data()) != 0)
+    return -1;
+  return pid;
+}
+
+bool exited_zero(pid_t pid) {
+  int status = 0;
+  return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+// After rank N-1 is killed and the survivors shrink, a new process joins by
+// grow: the communicator is back at N and reduces exactly; then a late
+// joiner and one of a wrong generation are refused ("GROW OK").
+int run_grow_mode() {
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  auto problems = test::check_shrink_after_death(
+      comm, n - 1, false, [] { ::raise(SIGKILL); }, -1, &next);
+  if (!next) return report_survivors(problems, old_rank, next, "");
+  pid_t joiner = -1;
+  if (next->rank() == 0) joiner = spawn_joiner(1, {"join", std::to_string(n - 1)});
+  std::optional<Communicator> grown(next->grow(1));
+  std::vector<int> all;
+  for (int r = 0; r < n; ++r) all.push_back(r);
+  for (auto& p : test::check_exact_allreduce(*grown, all, old_rank)) problems.push_back(p);
+  if (grown->rank() == 0) {
+    if (!exited_zero(spawn_joiner(1, {"join-refused", "late"})))
+      problems.push_back("a late joiner was not refused as late");
+    if (!exited_zero(
+            spawn_joiner(7, {"join-refused", "no grow of generation 7"}, {"CHORUS_TIMEOUT=1"})))
+      problems.push_back("a joiner of a wrong generation was not refused naming it");
+  }
+  // The joiner reports its own problems in the verdict.
+  const int verdict =
+      report_survivors(problems, old_rank, grown, str_cat("GROW OK ", grown->size(), " ranks"));
+  if (joiner > 0 && !exited_zero(joiner)) {
+    std::printf("rank %d: the joiner did not exit 0\n", old_rank);
+    return 1;
+  }
+  return verdict;
+}
+
+// A joiner (spawned by run_grow_mode): joins, checks the communicator as
+// old rank `id`, and takes part in the verdict.
+int run_join_mode(int id) {
+  std::optional<Communicator> comm(join_from_env());
+  std::vector<int> all;
+  for (int r = 0; r < comm->size(); ++r) all.push_back(r);
+  const auto problems = test::check_exact_allreduce(*comm, all, id);
+  return report_survivors(problems, id, comm, "GROW OK");
+}
+
+// A joiner that must be refused with an error containing `expected`.
+int run_join_refused_mode(const std::string& expected) {
+  try {
+    join_from_env();
+    std::printf("a joiner that should have been refused joined\n");
+    return 1;
+  } catch (const Error& e) {
+    const bool good = std::string(e.what()).find(expected) != std::string::npos;
+    std::printf("JOIN REFUSED (%s): %s\n", good ? "as expected" : "UNEXPECTED", e.what());
+    return good ? 0 : 1;
+  }
+}
+
 int run_init_mode() {
   if (auto kv = env_var("MP_CHECK_SET")) {
     const size_t eq = kv->find('=');
@@ -579,10 +671,13 @@ int main(int argc, char** argv) {
                                      argc > 4 ? std::atoi(argv[4]) : -1);
     if (mode == "shrink-stop") return chorus::run_shrink_stop_mode();
     if (mode == "revoke") return chorus::run_revoke_mode();
+    if (mode == "grow") return chorus::run_grow_mode();
+    if (mode == "join" && argc > 2) return chorus::run_join_mode(std::atoi(argv[2]));
+    if (mode == "join-refused" && argc > 2) return chorus::run_join_refused_mode(argv[2]);
     std::fprintf(stderr,
                  "usage: mp_check grid [--small] | allreduce | kill | window-kill RANK | timeout | "
                  "abort | init | split | recv-any | mismatch | stop | shrink VICTIM between|inside "
-                 "[SECOND] | shrink-stop | revoke\n");
+                 "[SECOND] | shrink-stop | revoke | grow\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());

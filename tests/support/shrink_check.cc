@@ -82,7 +82,11 @@ std::vector<std::string> check_shrink_after_death(Communicator& comm, int victim
     if (inside) {
       // Its part of a large AllReduce begun, and no more: chorus makes
       // progress only inside calls, so the call cannot end without it.
-      std::vector<float> big(kLarge, 1.0f);
+      // Ranks that are threads read each other's buffers in place, so the
+      // victim's must outlive its thread: a dead process's memory is gone
+      // for its peers only through their transport.
+      static std::vector<float> big;
+      big.assign(kLarge, 1.0f);
       Work work = comm.allreduce_async(big.data(), big.data(), big.size(), DataType::float32,
                                        ReduceOp::sum);
       for (int i = 0; i < 3; ++i) work.done();
