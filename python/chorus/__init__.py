@@ -47,6 +47,7 @@ from ._chorus import (  # noqa: F401
     Work,
     __version__,
     init,
+    join,
 )
 
 __all__ = [
@@ -62,4 +63,5 @@ __all__ = [
     "Window",
     "Work",
     "init",
+    "join",
 ]

@@ -1,7 +1,7 @@
 """The numpy binding: every collective and dtype at N = 1..4 over shm and tcp,
 the error classes, Ctrl-C, the variables chorus-run exports, and windows
 (comm.window, comm.empty) over shm and tcp, comm.split / split_by_host, and
-comm.revoke / comm.shrink after a rank is killed."""
+comm.revoke / comm.shrink after a rank is killed, and comm.grow / chorus.join."""
 
 import re
 
@@ -39,6 +39,15 @@ def test_revoke_and_shrink(transport):
     detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
     assert ranks_reporting(proc, "numpy_shrink OK") == {0, 1, 2}, detail
     assert "rank 3 was killed by signal 9" in proc.stderr + proc.stdout, detail
+
+
+# A rank killed, the survivors shrink, and a new process joins by grow.
+def test_grow_after_shrink():
+    proc = launch(4, "numpy_grow.py", transport="shm", grace=60, timeout=300)
+    detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    # The joiner prints through rank 0's output.
+    assert proc.stdout.count("numpy_grow OK") == 4, detail
+    assert "numpy_grow OK rank 3" in proc.stdout, detail
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -96,6 +96,8 @@ class PyCommunicator {
   // Communicator::shrink: waits for the survivors as a blocking call does;
   // `timeout` in seconds (None: CHORUS_TIMEOUT).
   std::shared_ptr<PyCommunicator> shrink(std::optional<double> timeout);
+  // Communicator::grow, waiting as shrink does.
+  std::shared_ptr<PyCommunicator> grow(int joining, std::optional<double> timeout);
   // Communicator::recv_any into `count` elements at `data`: waits as a
   // blocking call does; returns the sender.
   int recv_any(void* data, size_t count, DataType type, const CallOptions& options);

@@ -92,6 +92,10 @@ PYBIND11_MODULE(_chorus, m) {
            "gets the same membership, or every survivor raises. A rank that has not called "
            "shrink within timeout seconds (None: CHORUS_TIMEOUT) is counted failed. Needs no "
            "store.")
+      .def("grow", &PyCommunicator::grow, py::arg("joining"), py::arg("timeout") = py::none(),
+           "A collective with `joining` new processes that call chorus.join(): a new "
+           "Communicator of the ranks here (ranked as here) and the joiners after them. Every "
+           "member and joiner gets it, or every one raises.")
       .def_property_readonly(
           "transport", [](const PyCommunicator& c) { return c.live().transport(); },
           "The transport that connects the ranks: \"shm\", \"tcp\" or \"shm+tcp\".")
@@ -211,4 +215,8 @@ PYBIND11_MODULE(_chorus, m) {
         "This process's Communicator. Without rank, world_size and store, they come from the "
         "environment (chorus-run, torchrun, mpirun, srun: as chorus::init_from_env). transport "
         "is 'shm' or 'tcp'; timeout (seconds) bounds the start-up.");
+  m.def("join", &chorus::python::join,
+        "This process's Communicator as a joiner of a running job: its part of the members' "
+        "comm.grow(n). The job's store and the generation come from CHORUS_STORE and "
+        "CHORUS_JOIN_GENERATION (docs/LAUNCHING.md).");
 }
