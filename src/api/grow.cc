@@ -60,7 +60,8 @@ Outcome failed_outcome(const Error& e) {
 }
 
 [[noreturn]] void raise(const Outcome& o) {
-  fail(static_cast<ErrorCode>(o.code), std::string(o.message, strnlen(o.message, sizeof o.message)));
+  fail(static_cast<ErrorCode>(o.code),
+       std::string(o.message, strnlen(o.message, sizeof o.message)));
 }
 
 }  // namespace
@@ -170,8 +171,8 @@ Communicator join_from_env() {
          config.timeout.count(), " ms (", latest, "): CHORUS_JOIN_GENERATION names the wrong one?");
   }
   if (got.size() != sizeof inv)
-    fail(ErrorCode::mismatch, "join_from_env: the invitation of generation ", generation,
-         " has ", got.size(), " bytes, not ", sizeof inv, " (another chorus version?)");
+    fail(ErrorCode::mismatch, "join_from_env: the invitation of generation ", generation, " has ",
+         got.size(), " bytes, not ", sizeof inv, " (another chorus version?)");
   std::memcpy(&inv, got.data(), sizeof inv);
   const int64_t place = job.store->add(key(generation, "joiners"), 1);
   if (place > inv.joining)
