@@ -55,6 +55,10 @@
 //                            N ranks reduce exactly; then a late joiner and
 //                            one of a wrong generation (mp_check
 //                            join-refused) must be refused: "GROW OK N ranks"
+//   mp_check elastic         under chorus-run --elastic --replace 1: rank N-1
+//                            is killed, the survivors shrink and grow by
+//                            one, and the launcher's replacement joins:
+//                            "ELASTIC OK N ranks"
 //   mp_check init            init_from_env() and a barrier, then "INIT OK";
 //                            with MP_CHECK_SET=key=value in its environment a
 //                            rank first sets key to value in the store (to
@@ -634,6 +638,32 @@ int run_join_refused_mode(const std::string& expected) {
   }
 }
 
+// Under chorus-run --elastic --replace 1: rank N-1 is killed, the survivors
+// shrink and grow by one, and the launcher's replacement (which has
+// CHORUS_JOIN_GENERATION set) joins as rank N-1: "ELASTIC OK N ranks".
+int run_elastic_mode() {
+  if (env_var("CHORUS_JOIN_GENERATION")) {
+    std::optional<Communicator> comm(join_from_env());
+    std::vector<int> all;
+    for (int r = 0; r < comm->size(); ++r) all.push_back(r);
+    const auto problems = test::check_exact_allreduce(*comm, all, comm->size() - 1);
+    return report_survivors(problems, comm->rank(), comm, "");
+  }
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  auto problems = test::check_shrink_after_death(
+      comm, n - 1, false, [] { ::raise(SIGKILL); }, -1, &next);
+  if (!next) return report_survivors(problems, old_rank, next, "");
+  std::optional<Communicator> grown(next->grow(1));
+  std::vector<int> all;
+  for (int r = 0; r < n; ++r) all.push_back(r);
+  for (auto& p : test::check_exact_allreduce(*grown, all, old_rank)) problems.push_back(p);
+  return report_survivors(problems, old_rank, grown,
+                          str_cat("ELASTIC OK ", grown->size(), " ranks"));
+}
+
 int run_init_mode() {
   if (auto kv = env_var("MP_CHECK_SET")) {
     const size_t eq = kv->find('=');
@@ -672,12 +702,13 @@ int main(int argc, char** argv) {
     if (mode == "shrink-stop") return chorus::run_shrink_stop_mode();
     if (mode == "revoke") return chorus::run_revoke_mode();
     if (mode == "grow") return chorus::run_grow_mode();
+    if (mode == "elastic") return chorus::run_elastic_mode();
     if (mode == "join" && argc > 2) return chorus::run_join_mode(std::atoi(argv[2]));
     if (mode == "join-refused" && argc > 2) return chorus::run_join_refused_mode(argv[2]);
     std::fprintf(stderr,
                  "usage: mp_check grid [--small] | allreduce | kill | window-kill RANK | timeout | "
                  "abort | init | split | recv-any | mismatch | stop | shrink VICTIM between|inside "
-                 "[SECOND] | shrink-stop | revoke | grow\n");
+                 "[SECOND] | shrink-stop | revoke | grow | elastic\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());
