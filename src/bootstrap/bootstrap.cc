@@ -267,14 +267,15 @@ std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string&
     if (address.empty() && !store_host.empty())
       address = local_address_towards(resolve(store_host, 0, "store host"));
     // The recovery link (transport/recovery_link.h): rank 0's token and each
-    // rank's place, published before the set-up and read after its barrier.
+    // rank's place, published before the barrier and read after it.
     if (rank == 0) scoped.set("recover/token", to_bytes(std::to_string(random_recovery_token())));
+    auto transport =
+        connect_transport(scoped, rank, size, config.transport, config, address, deadline);
+    // After the transport, which has checked the address (CHORUS_TCP_ADDR).
     auto directory = std::make_shared<RecoveryDirectory>(
         size, std::stoull(to_string(scoped.get("recover/token", deadline))));
     auto link = std::make_shared<RecoveryLink>(rank, directory, address);
     scoped.set(str_cat("recover/", rank), to_bytes(link->place().describe()));
-    auto transport =
-        connect_transport(scoped, rank, size, config.transport, config, address, deadline);
     // Nobody leaves (and the process serving the store cannot stop) before
     // every rank has finished its own set-up.
     store_barrier(scoped, "ready", size, deadline);
