@@ -99,11 +99,11 @@ std::vector<std::string> check_shrink_after_death(Communicator& comm, int victim
   bool raised = false;
   try {
     for (int i = 0; i < kBefore; ++i) ones(comm, v, kSmall);
-    if (inside) {
-      ones(comm, v, kLarge);
-    } else {
-      for (int i = 0; i < 100; ++i) ones(comm, v, kSmall);
-    }
+    // Where the victim's sends of the large call were all posted (threads
+    // read them in place), a survivor may finish that call; its next one
+    // raises then.
+    if (inside) ones(comm, v, kLarge);
+    for (int i = 0; i < 100; ++i) ones(comm, v, kSmall);
   } catch (const Error& e) {
     raised = true;
     if (e.code() != ErrorCode::peer_failure && e.code() != ErrorCode::revoked &&
@@ -146,7 +146,9 @@ std::vector<std::string> check_revoke_unblocks(Communicator& comm, double bound_
   std::thread revoker;
   if (me == 0)
     revoker = std::thread([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      // Long enough for every rank to have left the barrier (a revoke cuts
+      // short the calls still in flight) and to wait in its receive.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       revoked_at = now_ms();
       comm.revoke();
     });

@@ -2,13 +2,15 @@
 
 The last rank kills itself (SIGKILL) after two AllReduces; the survivors
 catch the error, shrink, and check the new communicator (size, ranks in
-order, an exact AllReduce). Then rank 0 of it revokes it: every rank's next
-call raises RevokedError, and a second shrink keeps every rank. Each
+order, an exact AllReduce). Then rank 0 of it revokes it while the others
+wait for it in an AllReduce: every rank's call raises RevokedError, and a
+second shrink keeps every rank. Each
 survivor prints "numpy_shrink OK" at the end.
 """
 
 import os
 import signal
+import time
 
 import numpy as np
 
@@ -44,7 +46,11 @@ def main():
     shrunk = comm.shrink()
     check_new(shrunk, r, survivors, "shrink after a kill")
 
+    # Rank 0 revokes once every other rank waits for it in an AllReduce (a
+    # revoke cuts short the calls still in flight, a barrier's included).
+    shrunk.barrier()
     if shrunk.rank == 0:
+        time.sleep(0.3)
         shrunk.revoke()
     try:
         shrunk.allreduce(x)
