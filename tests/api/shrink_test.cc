@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -172,6 +174,38 @@ TEST(Shrink, ANegativeTimeoutIsRefused) {
       EXPECT_NE(std::string(e.what()).find("negative timeout"), std::string::npos) << e.what();
     }
   });
+}
+
+// Bad input to grow and join_from_env is a clear Error, before anything waits.
+void expect_error(const std::function<void()>& f, ErrorCode code, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no error (expected one containing '" << text << "')";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+TEST(Grow, BadInputIsRefusedNamingTheProblem) {
+  run_ranks(2, [](Communicator& comm) {
+    expect_error([&] { comm.grow(0); }, ErrorCode::invalid_argument, "joining must be >= 1");
+    expect_error([&] { comm.grow(1, std::chrono::milliseconds(-5)); }, ErrorCode::invalid_argument,
+                 "negative timeout");
+    // Threads of one process have no job store for joiners.
+    expect_error([&] { comm.grow(1); }, ErrorCode::invalid_argument, "threads of one process");
+  });
+}
+
+TEST(Grow, JoinFromEnvNamesAMissingOrBadVariable) {
+  ::unsetenv("CHORUS_JOIN_GENERATION");
+  expect_error([] { join_from_env(); }, ErrorCode::invalid_argument, "CHORUS_JOIN_GENERATION");
+  ::setenv("CHORUS_JOIN_GENERATION", "zero", 1);
+  expect_error([] { join_from_env(); }, ErrorCode::invalid_argument,
+               "CHORUS_JOIN_GENERATION='zero' is not a generation");
+  ::setenv("CHORUS_JOIN_GENERATION", "0", 1);
+  expect_error([] { join_from_env(); }, ErrorCode::invalid_argument, "an integer >= 1");
+  ::unsetenv("CHORUS_JOIN_GENERATION");
 }
 
 }  // namespace
