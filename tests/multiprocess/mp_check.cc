@@ -526,7 +526,7 @@ int run_shrink_stop_mode() {
   } catch (const Error&) {
   }
   const auto start = std::chrono::steady_clock::now();
-  std::optional<Communicator> next(comm.shrink(std::chrono::milliseconds(2000)));
+  std::optional<Communicator> next(comm.shrink(std::chrono::milliseconds(4000)));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("rank %d: shrink without the stopped rank took %.3f s\n", old_rank, took);
