@@ -23,6 +23,12 @@ Medians of --runs jobs; the ranks share the host's monotonic clock.
   PYTHONPATH=build/python /usr/bin/python3 bench/shrink.py --ranks 4 --transport shm
   PYTHONPATH=build/python /usr/bin/python3 bench/shrink.py --ranks 8 --transport shm
   PYTHONPATH=build/python /usr/bin/python3 bench/shrink.py --grow 3 --transport shm
+
+On a testbed of H hosts (scripts/testbed up --name sb --hosts H), one rank
+per host, tcp across (--ranks H, or --grow H for H members; the joiner then
+runs on host 0):
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/shrink.py --ranks 8 --testbed sb
 """
 import argparse
 import os
@@ -105,9 +111,15 @@ else:  # join
 def job(args, mode, ranks):
     scratch = tempfile.mkdtemp(prefix="chorus-shrink-bench-")
     try:
-        cmd = [args.chorus_run, "-n", str(ranks), "--elastic"]
-        if args.transport:
-            cmd += ["--transport", args.transport]
+        if args.testbed:
+            testbed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                                   "testbed")
+            cmd = [testbed, "run", "--name", args.testbed, "--ranks-per-host", "1", "--grace",
+                   "60", "--"]
+        else:
+            cmd = [args.chorus_run, "-n", str(ranks), "--elastic"]
+            if args.transport:
+                cmd += ["--transport", args.transport]
         cmd += [sys.executable, "-c", RANK, mode, scratch, RANK]
         env = dict(os.environ)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -128,6 +140,8 @@ def main():
     parser.add_argument("--transport", choices=["shm", "tcp"])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--chorus-run", default=os.path.join("build", "tools", "chorus-run"))
+    parser.add_argument("--testbed", help="run each job on this testbed (scripts/testbed up "
+                        "--hosts H, one rank per host; H must be --ranks or --grow) instead")
     args = parser.parse_args()
     mode, ranks = ("shrink", args.ranks) if args.ranks else ("grow", args.grow)
     results = [job(args, mode, ranks) for _ in range(args.runs)]
@@ -135,7 +149,8 @@ def main():
     inits = [r[1] for r in results]
     what = (f"shrink of {ranks} after a SIGKILL" if mode == "shrink" else
             f"grow of {ranks} by one")
-    print(f"{what} over {args.transport or 'the automatic transport'}, {args.runs} jobs:")
+    where = f"testbed {args.testbed}" if args.testbed else (args.transport or "automatic")
+    print(f"{what} ({where}), {args.runs} jobs:")
     print(f"  {mode:6s} median {statistics.median(ops):8.2f} ms  "
           f"(min {min(ops):.2f}, max {max(ops):.2f})")
     print(f"  init   median {statistics.median(inits):8.2f} ms  "
