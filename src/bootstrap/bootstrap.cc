@@ -272,8 +272,14 @@ std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string&
     auto transport =
         connect_transport(scoped, rank, size, config.transport, config, address, deadline);
     // After the transport, which has checked the address (CHORUS_TCP_ADDR).
-    auto directory = std::make_shared<RecoveryDirectory>(
-        size, std::stoull(to_string(scoped.get("recover/token", deadline))));
+    const std::string token_text = to_string(scoped.get("recover/token", deadline));
+    uint64_t token = 0;
+    const auto [token_end, token_ec] =
+        std::from_chars(token_text.data(), token_text.data() + token_text.size(), token);
+    if (token_ec != std::errc() || token_end != token_text.data() + token_text.size())
+      fail(ErrorCode::mismatch, "rank ", rank, ": store key '", prefix,
+           "/recover/token' holds no token");
+    auto directory = std::make_shared<RecoveryDirectory>(size, token);
     auto link = std::make_shared<RecoveryLink>(rank, directory, address);
     scoped.set(str_cat("recover/", rank), to_bytes(link->place().describe()));
     // Nobody leaves (and the process serving the store cannot stop) before
