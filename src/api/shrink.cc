@@ -283,7 +283,10 @@ class Agreement {
           const int r = w / 2;
           if (peer(r).in.get() == fds[i].fd) read_in(r, true);
         } else if (peer(w / 2).out.get() == fds[i].fd) {
+          // It may accept, name and close connections: the rest of this
+          // round's descriptors may no longer be what they were.
           out_closed(w / 2);
+          break;
         }
       }
       std::erase_if(unnamed_, [](const Fd& fd) { return !fd.valid(); });
