@@ -1,6 +1,7 @@
 // chorus-run: starts N ranks of a program on this host.
 //
-//   chorus-run -n 4 [--transport shm|tcp] [--store file|tcp] [--] program args...
+//   chorus-run -n 4 [--transport shm|tcp] [--store file|tcp] [--elastic [--replace K]]
+//              [--] program args...
 //
 // Its own options come first. The first argument that is neither one of them
 // nor an option's value is the program, and the program and everything after
@@ -21,6 +22,13 @@
 // can report the peer failure they see), then SIGTERM, then SIGKILL; chorus-run
 // then exits non-zero (the first failing rank's status, 128+signal for a
 // signal). SIGINT and SIGTERM sent to chorus-run are passed on to the ranks.
+//
+// With --elastic a rank that fails stops no other: each rank's exit is
+// reported as it happens ("chorus-run: rank 3 was killed by signal 9
+// (Killed); 3 rank(s) go on"), and with --replace K up to K failed ranks are
+// replaced by new processes that join by grow: the k-th with
+// CHORUS_JOIN_GENERATION=k and no CHORUS_RANK, so that the program calls
+// chorus::join_from_env() where that variable is set (docs/LAUNCHING.md).
 //
 // For several hosts, start the ranks with mpirun, srun or torchrun instead;
 // chorus::init_from_env() reads their variables.
@@ -44,7 +52,7 @@ namespace {
 // chorus-run's options that take a value (as separate arguments).
 bool takes_value(const std::string& option) {
   return option == "-n" || option == "--nranks" || option == "--transport" || option == "--store" ||
-         option == "--grace";
+         option == "--grace" || option == "--replace";
 }
 
 // Splits the command line into chorus-run's own arguments (argv[0] first)
@@ -73,6 +81,8 @@ int run(int argc, char** argv) {
   std::string transport;
   std::string store_kind = "file";
   double grace = 1.0;
+  bool elastic = false;
+  int replace = 0;
   std::vector<std::string> command;
   app.add_option("-n,--nranks", nranks, "number of ranks")->required()->check(CLI::Range(1, 4096));
   app.add_option("--transport", transport, "force a transport for every peer")
@@ -82,6 +92,14 @@ int run(int argc, char** argv) {
   app.add_option("--grace", grace,
                  "seconds the other ranks get to exit on their own after one fails")
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_flag("--elastic", elastic,
+               "a rank that fails stops no other: each rank's exit is reported as it happens, and "
+               "the job succeeds when no rank exits non-zero on its own (killed ranks are what it "
+               "survives) and one exits 0");
+  app.add_option("--replace", replace,
+                 "with --elastic: replace up to this many failed ranks, each by a new process that "
+                 "joins by grow (CHORUS_JOIN_GENERATION=1, 2, ...; docs/LAUNCHING.md)")
+      ->check(CLI::Range(0, 4096));
   app.set_version_flag("--version", "chorus-run " CHORUS_VERSION);
   app.footer(
       "[--] program [args...]   the program each rank runs; it and every argument after "
@@ -91,6 +109,10 @@ int run(int argc, char** argv) {
   std::vector<const char*> own_argv;
   for (const auto& a : own) own_argv.push_back(a.c_str());
   CLI11_PARSE(app, static_cast<int>(own_argv.size()), own_argv.data());
+  if (replace > 0 && !elastic) {
+    std::fprintf(stderr, "chorus-run: --replace needs --elastic\n");
+    return 2;
+  }
   if (command.empty()) {
     std::fprintf(stderr, "chorus-run: no program given\n%s", app.help().c_str());
     return 2;
@@ -104,6 +126,8 @@ int run(int argc, char** argv) {
   launch.tcp_store = store_kind == "tcp";
   launch.transport = transport;
   launch.grace = std::chrono::duration<double>(grace);
+  launch.elastic = elastic;
+  launch.replacements = replace;
   std::vector<char*> cargv;
   for (auto& c : command) cargv.push_back(c.data());
   cargv.push_back(nullptr);

@@ -177,6 +177,15 @@ void set_rank_environment(int r, int nranks, const std::string& store, const std
   ::setenv("MASTER_PORT", master_port.c_str(), 1);
 }
 
+// A replacement's variables on top of its slot's: it joins by grow
+// (chorus::join_from_env), so it has no rank or world size of its own.
+void set_joiner_environment(int generation) {
+  for (const char* name :
+       {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
+    ::unsetenv(name);
+  ::setenv("CHORUS_JOIN_GENERATION", std::to_string(generation).c_str(), 1);
+}
+
 // Rank r's life in the child process; never returns.
 [[noreturn]] void run_child(const LocalLaunch& o, int r, const std::function<int(int)>& rank_main) {
   int status = 1;
@@ -230,7 +239,9 @@ LaunchResult launch_local_ranks(const LocalLaunch& o,
   // Nothing buffered is written twice (once by a child).
   std::cout.flush();
   std::fflush(nullptr);
-  for (int r = 0; r < o.nranks; ++r) {
+  // Starts the process of launcher slot `r`: rank r, or with `generation`
+  // > 0 a replacement that joins the job by grow (no rank of its own).
+  auto start = [&](int r, int generation) {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (o.prefix_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
       const int e = errno;
@@ -239,6 +250,8 @@ LaunchResult launch_local_ranks(const LocalLaunch& o,
       kill_started(ranks);
       fail(ErrorCode::system, "cannot make the pipes of rank ", r, ": ", std::strerror(e));
     }
+    std::cout.flush();
+    std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
       const int e = errno;
@@ -254,10 +267,12 @@ LaunchResult launch_local_ranks(const LocalLaunch& o,
         for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
       }
       signals.restore_in_child();
-      if (config.bind_cores) bind_local_rank(r, o.nranks);
+      if (config.bind_cores) bind_local_rank(r % o.nranks, o.nranks);
       set_rank_environment(r, o.nranks, store, secret, o.transport, master_port);
+      if (generation > 0) set_joiner_environment(generation);
       run_child(o, r, rank_main);
     }
+    if (static_cast<size_t>(r) >= ranks.size()) ranks.resize(static_cast<size_t>(r) + 1);
     Rank& rk = ranks[static_cast<size_t>(r)];
     rk.pid = pid;
     if (o.prefix_output) {
@@ -266,7 +281,9 @@ LaunchResult launch_local_ranks(const LocalLaunch& o,
       rk.out = Fd(out[0]);
       rk.err = Fd(err[0]);
     }
-  }
+  };
+  for (int r = 0; r < o.nranks; ++r) start(r, 0);
+  int replaced = 0;  // replacements started
 
   LaunchResult result;
   bool failed = false;                       // a rank has failed
@@ -294,6 +311,28 @@ LaunchResult launch_local_ranks(const LocalLaunch& o,
       rk.exited = true;
       result.worst = std::max(result.worst, exit_code_of(status));
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (o.elastic) {
+        // The others go on: each exit is reported, a killed rank may be
+        // replaced, and only a rank that exits on its own decides the
+        // status (a killed one is a failure the job was made to survive).
+        const bool killed = WIFSIGNALED(status);
+        if (!killed && !ok && result.status == 0) result.status = exit_code_of(status);
+        if (ok) ++result.succeeded;
+        const bool replace = !ok && replaced < o.replacements && !kill_at;
+        if (o.report)
+          std::fprintf(o.err, "%s: rank %zu %s; %d rank(s) go on%s\n", o.tool.c_str(), r,
+                       describe_status(status).c_str(), running(),
+                       replace
+                           ? str_cat("; starting replacement ", replaced + 1, " as [", ranks.size(),
+                                     "] (CHORUS_JOIN_GENERATION=", replaced + 1, ")")
+                                 .c_str()
+                           : "");
+        if (replace) {
+          ++replaced;
+          start(static_cast<int>(ranks.size()), replaced);
+        }
+        continue;
+      }
       if (!ok && !failed && !kill_at) {
         failed = true;
         result.status = exit_code_of(status);
@@ -357,6 +396,8 @@ LaunchResult launch_local_ranks(const LocalLaunch& o,
         drain(static_cast<int>(r), rk.out, rk.out_partial, o.out);
     }
   }
+  if (o.elastic && result.status == 0 && result.succeeded == 0)
+    result.status = std::max(result.worst, 1);
   return result;
 }
 

@@ -19,7 +19,12 @@
 //   - stopping: when a rank exits non-zero or is killed, the others get a
 //     grace period to finish on their own (so that they can report the peer
 //     failure they see), then SIGTERM, then SIGKILL 3 s later. SIGINT and
-//     SIGTERM sent to the launcher are passed on to the ranks.
+//     SIGTERM sent to the launcher are passed on to the ranks;
+//   - or, elastic: a rank that fails stops nobody; each rank's exit is
+//     reported as it happens, and a failed rank may be replaced by a new
+//     process that joins by grow (CHORUS_JOIN_GENERATION = 1, 2, ... for the
+//     first, second, ... replacement; no CHORUS_RANK or CHORUS_WORLD_SIZE;
+//     its lines prefixed with its slot, N, N + 1, ...).
 #pragma once
 
 #include <chrono>
@@ -44,6 +49,10 @@ struct LocalLaunch {
   // The launcher's own lines on `err`: the first rank that failed, a signal
   // that stops the ranks.
   bool report = true;
+  // Elastic (above): the survivors go on; with `replacements`, that many
+  // failed ranks are replaced, one per failure, as they fail.
+  bool elastic = false;
+  int replacements = 0;
   FILE* out = stdout;
   FILE* err = stderr;
 };
@@ -55,6 +64,10 @@ struct LaunchResult {
   int status = 0;
   // The largest exit status over the ranks (128 + signal for a killed one).
   int worst = 0;
+  // Elastic: the ranks (replacements included) that exited with 0. The
+  // status is then 0 when no rank exited non-zero on its own (a killed rank
+  // is reported, and is what the job survives) and at least one exited 0.
+  int succeeded = 0;
 };
 
 // Starts options.nranks child processes as described above; in child r,

@@ -149,6 +149,48 @@ class Communicator {
   // A new communicator (init_from_env) works afterwards.
   void abort(std::string_view reason);
 
+  // Revokes the communicator: every pending and later call on every rank of
+  // it raises Error(revoked), this rank's naming the revoke, the peers'
+  // naming this rank. Any rank may call it, from any thread, also while
+  // another thread is blocked in a call here (that call returns within
+  // milliseconds); it never blocks and frees nothing. The way for a rank
+  // that learns of a failure out of band to stop the others at once; a
+  // failure of a call (a peer's death, an abort, a timeout) revokes the
+  // communicator implicitly (its later calls raise that failure). The
+  // survivors go on with shrink(). Not concurrently with the destructor.
+  void revoke();
+
+  // After a failure or a revoke, the live ranks call it: they agree on the
+  // ranks that failed and return a new communicator of the others, ranked
+  // in the order of their ranks here. The agreement tolerates further
+  // failures: a rank that dies during the shrink is left out too, and every
+  // survivor returns the same membership, or every survivor raises. A rank
+  // that lives but has not called shrink within `timeout` (0: CHORUS_TIMEOUT)
+  // is counted failed. Needs no store (the ranks meet over links that
+  // outlive this communicator's transport; docs/RELIABILITY.md says how
+  // long it takes). On a working communicator it revokes it first. This
+  // communicator stays broken, its windows released; where shrink raised,
+  // it may be called again.
+  //   try { comm.allreduce(...); }
+  //   catch (const chorus::Error&) { comm = comm.shrink(); }
+  Communicator shrink(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+  // Grows the communicator by `joining` new processes, which call
+  // chorus::join_from_env() (init.h): a collective over this communicator
+  // that returns a communicator of its ranks (ranked as here) and the
+  // joiners (ranked after them, in the order they arrive). The joiners meet
+  // the members through the job's store (the one init() was given) and name
+  // the generation they join (CHORUS_JOIN_GENERATION, docs/LAUNCHING.md):
+  // this communicator's generation + 1, where init() makes generation 0 and
+  // each grow the next (split and shrink keep it). A late joiner, or one of
+  // another generation, is refused with an Error that says so. Every member
+  // and joiner gets the new communicator, or every one raises (a joiner that
+  // does not come within `timeout`, 0: CHORUS_TIMEOUT, fails it). Processes
+  // only (not run_ranks' threads).
+  //   comm = comm.shrink();                 // after a rank died
+  //   comm = comm.grow(1);                  // its replacement joins
+  Communicator grow(int joining, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
   // Splits this communicator, as MPI_Comm_split and ncclCommSplit do. A
   // collective over this communicator: every rank calls it, in the same order
   // as its other calls. The ranks that pass the same color form a new

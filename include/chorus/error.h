@@ -13,6 +13,7 @@ enum class ErrorCode {
   peer_failure,      // a peer died, closed its connection or failed its own call
   mismatch,          // ranks disagree (sizes, protocol, token)
   aborted,           // the communicator was aborted locally
+  revoked,           // the communicator was revoked (Communicator::revoke) by this or another rank
   system,            // an OS call failed
   internal,          // a broken invariant inside chorus
 };

@@ -47,4 +47,14 @@ Communicator init(const InitOptions& options);
 // contradictory variable is an Error(invalid_argument) that names it.
 Communicator init_from_env();
 
+// A process that joins a running job: its part of the members'
+// Communicator::grow (communicator.h). Reads CHORUS_STORE (the job's store)
+// and CHORUS_JOIN_GENERATION (the generation of the grow to join: 1 for
+// the job's first grow), and the CHORUS_* settings as init_from_env does;
+// CHORUS_TIMEOUT bounds the wait for the grow. Error(invalid_argument) for
+// a missing or malformed variable (naming it) and for a late joiner (the
+// grow has all its joiners), Error(timeout) when no grow of that generation
+// comes (naming the latest one).
+Communicator join_from_env();
+
 }  // namespace chorus

@@ -28,7 +28,7 @@ and out both lie in windows reads the peers' data in place, without copies::
 
 Blocking calls release the GIL; Ctrl-C in one aborts the communicator and
 raises KeyboardInterrupt. Errors are chorus.Error subclasses (TimeoutError,
-PeerFailure, MismatchError, AbortedError, and InvalidArgument, which is also
+PeerFailure, MismatchError, AbortedError, RevokedError, and InvalidArgument, which is also
 a ValueError). ``import chorus.torch`` registers the "chorus" backend of
 torch.distributed. docs/PYTHON.md has the details.
 """
@@ -41,11 +41,13 @@ from ._chorus import (  # noqa: F401
     MismatchError,
     PeerFailure,
     ReduceOp,
+    RevokedError,
     TimeoutError,
     Window,
     Work,
     __version__,
     init,
+    join,
 )
 
 __all__ = [
@@ -56,8 +58,10 @@ __all__ = [
     "MismatchError",
     "PeerFailure",
     "ReduceOp",
+    "RevokedError",
     "TimeoutError",
     "Window",
     "Work",
     "init",
+    "join",
 ]

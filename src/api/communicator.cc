@@ -3,6 +3,8 @@
 // chorus::Error leaves them.
 #include "api/communicator_impl.h"
 #include "api/derive.h"
+#include "api/grow.h"
+#include "api/shrink.h"
 
 #include "core/check.h"
 
@@ -113,6 +115,21 @@ size_t Window::size() const {
 
 void Communicator::abort(std::string_view reason) {
   guarded("abort", [&] { detail::impl_of(*this).abort(reason); });
+}
+
+void Communicator::revoke() {
+  guarded("revoke", [&] {
+    detail::CommunicatorImpl& impl = detail::impl_of(*this);
+    impl.abort(str_cat("revoke() called on rank ", impl.rank()), ErrorCode::revoked);
+  });
+}
+
+Communicator Communicator::shrink(std::chrono::milliseconds timeout) {
+  return guarded("shrink", [&] { return detail::shrink(*this, timeout); });
+}
+
+Communicator Communicator::grow(int joining, std::chrono::milliseconds timeout) {
+  return guarded("grow", [&] { return detail::grow(*this, joining, timeout); });
 }
 
 Work Communicator::submit(const Call& call) {

@@ -90,6 +90,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
                                    ? transport_->host_layout()
                                    : std::vector<int>(static_cast<size_t>(size_), 0))
                          : nullptr),
+      recovery_(transport_->recovery_link()),
       sent_to_(static_cast<size_t>(size_), 0),
       received_from_(static_cast<size_t>(size_), 0) {
   engine_.set_stop(&abort_requested_, [this] { check_abort(); });
@@ -111,11 +112,13 @@ CommunicatorImpl::CallGuard::CallGuard(std::atomic<int>& state) : state_(state) 
 void CommunicatorImpl::check_abort() {
   if (!abort_requested_.load(std::memory_order_acquire)) return;
   std::string reason;
+  ErrorCode cause = ErrorCode::aborted;
   {
     std::lock_guard lock(abort_mu_);
     reason = abort_reason_;
+    cause = abort_cause_;
   }
-  fail(ErrorCode::aborted, "rank ", rank_, ": aborted: ", reason);
+  fail(cause, "rank ", rank_, ": ", to_string(cause), ": ", reason);
 }
 
 void CommunicatorImpl::enter_call() {
@@ -130,11 +133,12 @@ void CommunicatorImpl::enter_call() {
   }
 }
 
-void CommunicatorImpl::abort(std::string_view reason) {
+void CommunicatorImpl::abort(std::string_view reason, ErrorCode cause) {
   {
     std::lock_guard lock(abort_mu_);
     if (abort_requested_.load(std::memory_order_relaxed)) return;
     abort_reason_ = std::string(reason);
+    abort_cause_ = cause;
   }
   abort_requested_.store(true, std::memory_order_release);
   transport_->interrupt();
@@ -161,6 +165,25 @@ void CommunicatorImpl::abort(std::string_view reason) {
     if (Clock::now() >= give_up) return;
     std::this_thread::yield();
   }
+}
+
+std::shared_ptr<RecoveryLink> CommunicatorImpl::revoke_for_recovery() {
+  CallGuard guard(call_state_);
+  if (!recovery_)
+    fail(ErrorCode::invalid_argument, CallSite{rank_, "shrink"},
+         "this communicator was made without a recovery link, so it cannot shrink");
+  if (!broken_) {
+    try {
+      fail(ErrorCode::revoked, "rank ", rank_, ": revoked: shrink() called on rank ", rank_);
+    } catch (...) {
+      fail_all(std::current_exception());
+    }
+  }
+  // The old communicator's windows go now (a Window handle keeps its own
+  // memory); the new one makes its own.
+  engine_.set_windows(nullptr);
+  windows_.reset();
+  return recovery_;
 }
 
 CommunicatorImpl::~CommunicatorImpl() {

@@ -79,6 +79,9 @@ class CommunicatorImpl {
   int size() const { return size_; }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
+  // A grow that failed after its generation was claimed spends it
+  // (api/grow.cc): the next grow of this communicator takes the next one.
+  void spend_generation(int generation) { config_.generation = generation; }
   // Each rank's host (CollectiveSpec::host_of); null for one rank.
   const std::shared_ptr<const std::vector<int>>& host_of() const { return host_of_; }
   Selector& selector() { return *selector_; }
@@ -116,8 +119,19 @@ class CommunicatorImpl {
   // records every op from then on; the trace is written at destruction.
   void start_trace();
 
-  // Communicator::abort: any thread, never blocks (see communicator.h).
-  void abort(std::string_view reason);
+  // Communicator::abort (cause aborted) and Communicator::revoke (cause
+  // revoked): any thread, never blocks (see communicator.h). The first
+  // request wins; later ones change nothing.
+  void abort(std::string_view reason, ErrorCode cause = ErrorCode::aborted);
+  // Whether the communicator is broken (a call failed, or it was aborted or
+  // revoked): what shrink() starts from. The thread that uses it only.
+  bool broken() const { return broken_ != nullptr; }
+  // Ends the communicator for shrink(): revokes it where it still works, so
+  // that every rank learns of the shrink, and hands the recovery link over.
+  std::shared_ptr<RecoveryLink> revoke_for_recovery();
+  // The link shrink() agrees over (api/recovery.h); null where the
+  // communicator was made without one, or it was handed over already.
+  const std::shared_ptr<RecoveryLink>& recovery() const { return recovery_; }
 
   // Communicator::window: a collective allocation of `bytes` on every rank.
   std::shared_ptr<SharedWindow> create_window(size_t bytes);
@@ -249,6 +263,9 @@ class CommunicatorImpl {
   // from the ranks' host identities; one host where it is empty), which every
   // call's spec carries (CollectiveSpec::host_of); null for one rank.
   std::shared_ptr<const std::vector<int>> host_of_;
+  // Where the ranks meet to shrink (transport/recovery_link.h); it lives as
+  // long as this communicator, whatever befalls the transport.
+  std::shared_ptr<RecoveryLink> recovery_;
   // Shared windows, where the transport shares memory (shm, inproc).
   std::unique_ptr<WindowSet> windows_;
   ScratchPool pool_;
@@ -262,6 +279,7 @@ class CommunicatorImpl {
   FlightRecorder recorder_;
   std::atomic<int> call_state_{0};
   std::atomic<bool> abort_requested_{false};
+  ErrorCode abort_cause_ = ErrorCode::aborted;  // under abort_mu_, as abort_reason_
   std::atomic<bool> abort_carried_out_{false};  // fail_all ran after the request
   std::mutex abort_mu_;
   std::string abort_reason_;  // under abort_mu_; set before abort_requested_

@@ -11,6 +11,7 @@
 #include "store/tcp_store.h"
 #include "transport/forwarding_transport.h"
 #include "transport/inproc/inproc_transport.h"
+#include "transport/recovery_link.h"
 
 #include <algorithm>
 #include <cstring>
@@ -26,24 +27,6 @@ struct SplitEntry {
   int32_t color = 0;
   int32_t key = 0;
   char host[248] = {};  // the host identity, NUL-terminated
-};
-
-// The outcome of a member's set-up (step 4), and the verdict the leader
-// hands every member.
-struct Outcome {
-  int32_t ok = 1;
-  int32_t code = 0;  // ErrorCode of the failure
-  char message[504] = {};
-};
-
-// Step 2: where the members meet, from the leader.
-struct Invitation {
-  Outcome opened;       // whether the leader could open it
-  uint32_t inproc = 0;  // 1: the in-process world `token`; 0: the store below
-  uint32_t port = 0;
-  uint64_t token = 0;
-  char address[64] = {};
-  char secret[72] = {};
 };
 
 template <size_t N>
@@ -70,18 +53,28 @@ Outcome failed(const Error& e, std::string_view context) {
 }
 
 // The worlds of derived in-process communicators, by token, while their
-// members join them.
+// members join them; each with the directory of its recovery links.
 class InprocWorlds {
  public:
-  uint64_t add(std::shared_ptr<InprocWorld> world) {
+  struct Entry {
+    std::shared_ptr<InprocWorld> world;
+    std::shared_ptr<RecoveryDirectory> directory;
+    int unclaimed = 0;  // members that have not joined (claim) yet
+  };
+  uint64_t add(std::shared_ptr<InprocWorld> world, int members) {
     std::lock_guard lock(mu_);
-    worlds_.emplace(++last_, std::move(world));
+    auto directory = std::make_shared<RecoveryDirectory>(members, random_recovery_token());
+    worlds_.emplace(++last_, Entry{std::move(world), std::move(directory), members});
     return last_;
   }
-  std::shared_ptr<InprocWorld> find(uint64_t token) {
+  // A member joins; the last one to join takes the entry out.
+  Entry claim(uint64_t token) {
     std::lock_guard lock(mu_);
     auto it = worlds_.find(token);
-    return it == worlds_.end() ? nullptr : it->second;
+    if (it == worlds_.end()) return {};
+    Entry out = it->second;
+    if (--it->second.unclaimed == 0) worlds_.erase(it);
+    return out;
   }
   void remove(uint64_t token) {
     std::lock_guard lock(mu_);
@@ -90,7 +83,7 @@ class InprocWorlds {
 
  private:
   std::mutex mu_;
-  std::map<uint64_t, std::shared_ptr<InprocWorld>> worlds_;
+  std::map<uint64_t, Entry> worlds_;
   uint64_t last_ = 0;
 };
 
@@ -127,19 +120,25 @@ std::string random_secret() {
   return out;
 }
 
-// Step 2 on the leader: the in-process world or the store server, and the
-// invitation that names it.
-Invitation open_meeting(CommunicatorImpl& parent, int members,
-                        std::unique_ptr<TcpStoreServer>& server, uint64_t& world) {
+}  // namespace
+
+SetupPoint::~SetupPoint() {
+  if (world != 0) inproc_worlds().remove(world);
+}
+
+Invitation open_setup(CommunicatorImpl& parent, int members, SetupPoint& point,
+                      const std::string& at) {
   Invitation inv;
+  std::unique_ptr<TcpStoreServer>& server = point.server;
+  uint64_t& world = point.world;
   try {
     if (parent.transport().kind() == TransportKind::inproc) {
-      world = inproc_worlds().add(make_inproc_world(members));
+      world = inproc_worlds().add(make_inproc_world(members), members);
       inv.inproc = 1;
       inv.token = world;
       return inv;
     }
-    std::string address = parent.transport().address();
+    std::string address = at.empty() ? parent.transport().address() : at;
     if (address.empty()) address = parent.config().tcp_address;
     if (address.empty()) address = "127.0.0.1";
     const std::string secret = random_secret();
@@ -155,21 +154,21 @@ Invitation open_meeting(CommunicatorImpl& parent, int members,
   return inv;
 }
 
-// Step 3 on every member: its transport in the new communicator.
-std::unique_ptr<Transport> join_meeting(const Invitation& inv, int rank, int size,
-                                        const Config& config, Deadline deadline) {
+std::unique_ptr<Transport> join_setup(const Invitation& inv, int rank, int size,
+                                      const Config& config, Deadline deadline) {
   if (inv.inproc) {
-    auto world = inproc_worlds().find(inv.token);
-    CHORUS_CHECK(world != nullptr);
-    return std::make_unique<InprocMember>(std::move(world), rank, config.spin);
+    InprocWorlds::Entry entry = inproc_worlds().claim(inv.token);
+    CHORUS_CHECK(entry.world != nullptr);
+    auto transport = std::make_unique<InprocMember>(std::move(entry.world), rank, config.spin);
+    transport->set_recovery_link(
+        std::make_shared<RecoveryLink>(rank, std::move(entry.directory), "127.0.0.1"));
+    return transport;
   }
   const std::string address = get(inv.address);
   TcpStore store(resolve(address, static_cast<uint16_t>(inv.port), "the derived set-up store"),
                  deadline, get(inv.secret));
   return bootstrap_over_store(store, address, rank, size, config, deadline);
 }
-
-}  // namespace
 
 Communicator derive(Communicator& parent_comm, const std::vector<int>& members,
                     std::chrono::milliseconds timeout) {
@@ -194,17 +193,10 @@ Communicator derive(Communicator& parent_comm, const std::vector<int>& members,
 
   // Step 2. The leader's store (or world) stays open until the verdict, when
   // every member has finished with it.
-  std::unique_ptr<TcpStoreServer> server;
-  uint64_t world = 0;
-  struct Forget {
-    uint64_t& token;
-    ~Forget() {
-      if (token != 0) inproc_worlds().remove(token);
-    }
-  } forget{world};
+  SetupPoint point;
   Invitation inv;
   if (me == 0) {
-    inv = open_meeting(parent, n, server, world);
+    inv = open_setup(parent, n, point);
     for (int i = 1; i < n; ++i) parent.setup_message(OpKind::send, &inv, sizeof inv, members[i]);
   } else {
     parent.setup_message(OpKind::recv, &inv, sizeof inv, leader);
@@ -216,7 +208,7 @@ Communicator derive(Communicator& parent_comm, const std::vector<int>& members,
   std::exception_ptr own_error;
   Outcome mine;
   try {
-    transport = join_meeting(inv, me, n, config, deadline);
+    transport = join_setup(inv, me, n, config, deadline);
   } catch (const Error& e) {
     own_error = std::current_exception();
     mine = failed(e, str_cat("rank ", parent.rank(), " (rank ", me, " of the new communicator): "));

@@ -28,13 +28,65 @@
 // on the members).
 #pragma once
 
+#include "core/config.h"
+#include "core/deadline.h"
+#include "store/tcp_store.h"
+#include "transport/transport.h"
+
 #include <chorus/communicator.h>
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace chorus::detail {
+
+class CommunicatorImpl;
+
+// The outcome of a member's set-up (step 4), and the verdict the leader
+// hands every member.
+struct Outcome {
+  int32_t ok = 1;
+  int32_t code = 0;  // ErrorCode of the failure
+  char message[504] = {};
+};
+
+// Step 2: where the members meet, from the leader.
+struct Invitation {
+  Outcome opened;       // whether the leader could open it
+  uint32_t inproc = 0;  // 1: the in-process world `token`; 0: the store below
+  uint32_t port = 0;
+  uint64_t token = 0;
+  char address[64] = {};
+  char secret[72] = {};
+};
+
+// What the leader of a set-up keeps open while the members join: the store
+// server, or the in-process world's entry (forgotten on destruction).
+struct SetupPoint {
+  std::unique_ptr<TcpStoreServer> server;
+  uint64_t world = 0;
+  SetupPoint() = default;
+  SetupPoint(const SetupPoint&) = delete;
+  SetupPoint& operator=(const SetupPoint&) = delete;
+  ~SetupPoint();
+};
+
+// Step 2 on the leader: opens the set-up point of a new communicator of
+// `members` ranks made from `parent`'s ranks (an in-process world where
+// they are threads, else a store server at `at`, or where parent's tcp
+// peers reach this rank) and returns the invitation that names it. A
+// failure is in the invitation (`opened`), not thrown.
+Invitation open_setup(CommunicatorImpl& parent, int members, SetupPoint& point,
+                      const std::string& at = "");
+
+// Step 3 on every member: its transport in the new communicator, as rank
+// `rank` of `size`, with a recovery link of its own.
+std::unique_ptr<Transport> join_setup(const Invitation& inv, int rank, int size,
+                                      const Config& config, Deadline deadline);
 
 // The communicator of `members` (ranks of `parent`, in the order of their
 // rank in the new one; this rank among them). Collective over the members

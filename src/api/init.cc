@@ -2,6 +2,7 @@
 // The options are checked here; bootstrap/ opens the store and connects the
 // transport, and the Communicator is built over what it hands back.
 #include "api/communicator_impl.h"
+#include "api/grow.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store_url.h"
 #include "core/check.h"
@@ -29,6 +30,7 @@ Communicator init(const InitOptions& options) {
   const Deadline deadline = deadline_after(timeout);
   auto transport =
       bootstrap_transport(options.store, options.rank, options.world_size, config, deadline);
+  config.job_store = options.store;
   return make_communicator(std::move(transport), std::move(config));
 }
 
@@ -45,6 +47,10 @@ Communicator init_from_env() {
   options.world_size = env.world_size;
   options.store = env.store;
   return init(options);
+}
+
+Communicator join_from_env() {
+  return detail::join_from_env();
 }
 
 }  // namespace chorus

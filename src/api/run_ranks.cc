@@ -2,6 +2,7 @@
 #include "core/check.h"
 #include "core/first_seen.h"
 #include "transport/inproc/inproc_transport.h"
+#include "transport/recovery_link.h"
 
 #include <chorus/testing.h>
 
@@ -17,6 +18,7 @@ void run_threads(int nranks, const std::vector<int>& host_of,
                  const std::function<void(Communicator&)>& body) {
   const Config config = Config::from_env();
   auto world = make_inproc_world(nranks);
+  auto directory = std::make_shared<RecoveryDirectory>(nranks, random_recovery_token());
   std::mutex mu;
   std::exception_ptr first;
   std::vector<std::thread> threads;
@@ -26,6 +28,7 @@ void run_threads(int nranks, const std::vector<int>& host_of,
       Transport* raw = nullptr;
       try {
         auto transport = make_inproc_transport(world, r, config.spin);
+        transport->set_recovery_link(std::make_shared<RecoveryLink>(r, directory, "127.0.0.1"));
         raw = transport.get();
         Config mine = config;
         if (!host_of.empty()) {

@@ -8,6 +8,7 @@
 #include "store/file_store.h"
 #include "transport/composite/composite_transport.h"
 #include "transport/forwarding_transport.h"
+#include "transport/recovery_link.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -265,11 +266,32 @@ std::unique_ptr<Transport> bootstrap_over_store(Store& store, const std::string&
     std::string address = config.tcp_address;
     if (address.empty() && !store_host.empty())
       address = local_address_towards(resolve(store_host, 0, "store host"));
+    // The recovery link (transport/recovery_link.h): rank 0's token and each
+    // rank's place, published before the barrier and read after it.
+    if (rank == 0) scoped.set("recover/token", to_bytes(std::to_string(random_recovery_token())));
     auto transport =
         connect_transport(scoped, rank, size, config.transport, config, address, deadline);
+    // After the transport, which has checked the address (CHORUS_TCP_ADDR).
+    const std::string token_text = to_string(scoped.get("recover/token", deadline));
+    uint64_t token = 0;
+    const auto [token_end, token_ec] =
+        std::from_chars(token_text.data(), token_text.data() + token_text.size(), token);
+    if (token_ec != std::errc() || token_end != token_text.data() + token_text.size())
+      fail(ErrorCode::mismatch, "rank ", rank, ": store key '", prefix,
+           "/recover/token' holds no token");
+    auto directory = std::make_shared<RecoveryDirectory>(size, token);
+    auto link = std::make_shared<RecoveryLink>(rank, directory, address);
+    scoped.set(str_cat("recover/", rank), to_bytes(link->place().describe()));
     // Nobody leaves (and the process serving the store cannot stop) before
     // every rank has finished its own set-up.
     store_barrier(scoped, "ready", size, deadline);
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      const auto [host, port] = split_host_port(
+          to_string(scoped.get(str_cat("recover/", r), deadline)), "a recovery place");
+      directory->set(r, resolve(host, port, "a recovery place"));
+    }
+    transport->set_recovery_link(std::move(link));
     return transport;
   } catch (const Error& e) {
     std::string reason = e.what();

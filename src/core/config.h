@@ -111,6 +111,12 @@ struct Config {
   // beside its siblings would only meet their load and store a provisional
   // entry again, at every split.
   bool derived = false;
+  // Not variables either: the store of the job, where init() was given one
+  // (Communicator::grow meets its joiners there, api/grow.h), and the
+  // communicator's generation: the grows made since init() on its line (a
+  // joiner's: the grow it joined). Split and shrink keep both.
+  std::string job_store;
+  int generation = 0;
 
   // The override for one collective, or "" when none applies.
   std::string algorithm_for(Collective c) const;

@@ -14,6 +14,8 @@ std::string_view to_string(ErrorCode code) {
       return "mismatch";
     case ErrorCode::aborted:
       return "aborted";
+    case ErrorCode::revoked:
+      return "revoked";
     case ErrorCode::system:
       return "system";
     case ErrorCode::internal:

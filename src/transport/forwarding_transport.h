@@ -26,6 +26,7 @@ class ForwardingTransport : public Transport {
   explicit ForwardingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {
     CHORUS_CHECK(inner_ != nullptr);
     set_host_layout(inner_->host_layout());  // the hosts the inner one was given
+    set_recovery_link(inner_->recovery_link());
   }
 
   TransportKind kind() const override { return inner_->kind(); }

@@ -40,12 +40,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace chorus {
+
+class RecoveryLink;  // transport/recovery_link.h
 
 // Applies dst[i] = local[i] (+) in[i] for `count` elements of one dtype and op.
 // local may equal dst. Never the avg division: that is a final pass.
@@ -179,20 +182,31 @@ class Transport {
   const std::vector<int>& host_layout() const { return host_layout_; }
   void set_host_layout(std::vector<int> host_of) { host_layout_ = std::move(host_of); }
 
+  // Where this rank listens for Communicator::shrink's agreement, and where
+  // its peers do (transport/recovery_link.h); null where whoever made the
+  // transport gave it none (then shrink is refused).
+  const std::shared_ptr<RecoveryLink>& recovery_link() const { return recovery_link_; }
+  void set_recovery_link(std::shared_ptr<RecoveryLink> link) { recovery_link_ = std::move(link); }
+
  private:
   std::vector<int> host_layout_;
+  std::shared_ptr<RecoveryLink> recovery_link_;
 };
 
 // What a peer raises when a rank aborted for `cause`: the cause itself where
-// it is a verdict on the whole job (aborted, mismatch), peer_failure otherwise.
+// it is a verdict on the whole job (aborted, revoked, mismatch), peer_failure
+// otherwise.
 inline ErrorCode peer_code(ErrorCode cause) {
-  return cause == ErrorCode::aborted || cause == ErrorCode::mismatch ? cause
-                                                                     : ErrorCode::peer_failure;
+  return cause == ErrorCode::aborted || cause == ErrorCode::revoked || cause == ErrorCode::mismatch
+             ? cause
+             : ErrorCode::peer_failure;
 }
 
-// "aborted" or "failed", as a peer's message says what the rank did.
+// "aborted", "revoked" or "failed", as a peer's message says what the rank did.
 inline std::string_view peer_verb(ErrorCode cause) {
-  return cause == ErrorCode::aborted ? "aborted" : "failed";
+  if (cause == ErrorCode::aborted) return "aborted";
+  if (cause == ErrorCode::revoked) return "revoked";
+  return "failed";
 }
 
 }  // namespace chorus

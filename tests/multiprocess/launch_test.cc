@@ -116,6 +116,25 @@ TEST(ChorusRun, RejectsAMissingProgramAndUnknownOptions) {
   EXPECT_NE(r.output.find("--bogus"), std::string::npos) << r.output;
 }
 
+TEST(ChorusRun, ElasticReportsEveryExitAndTheJobSurvivesAKill) {
+  Outcome r = run(cat({CHORUS_RUN, "-n", "2", "--replace", "1"}, kPrintArgs));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--replace needs --elastic"), std::string::npos) << r.output;
+  // Rank 1 is killed, rank 0 exits 0: the job exits 0, every exit reported.
+  r = run({CHORUS_RUN, "-n", "2", "--elastic", "/bin/sh", "-c",
+           "if [ \"$CHORUS_RANK\" = 1 ]; then kill -9 $$; fi; sleep 0.2"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was killed by signal 9 (Killed); 1 rank(s) go on"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("rank 0 exited with status 0; 0 rank(s) go on"), std::string::npos)
+      << r.output;
+  // A rank that exits non-zero on its own fails the job.
+  r = run({CHORUS_RUN, "-n", "2", "--elastic", "/bin/sh", "-c",
+           "[ \"$CHORUS_RANK\" = 1 ] && exit 3; exit 0"});
+  EXPECT_EQ(r.status, 3) << r.output;
+}
+
 // mp_check init under chorus-run, each rank's environment adjusted by `shell`.
 Outcome start(const std::vector<std::string>& launcher, const std::string& shell) {
   return run(cat(launcher, {"/bin/sh", "-c", shell + " exec " + std::string(MP_CHECK) + " init"}));

@@ -38,6 +38,27 @@
 //                            within 5 s, and once all have let go the
 //                            first survivor finds nothing of any rank's left in /dev/shm:
 //                            "WINDOW KILL OK"
+//   mp_check shrink V W [S]  rank V is killed between calls (W = between) or
+//                            inside a large AllReduce (W = inside), and rank
+//                            S, where given, during the shrink; the
+//                            survivors shrink and check the new
+//                            communicator (support/shrink_check.h); its
+//                            rank 0 prints "SHRINK OK K survivors"
+//   mp_check shrink-stop     rank N-1 stops itself (SIGSTOP) and never
+//                            shrinks; the others shrink without it after
+//                            the timeout, kill it and print "SHRINK STOP OK"
+//   mp_check revoke          rank 0 revokes from a second thread while every
+//                            rank is blocked; "REVOKE OK" with the slowest
+//                            rank's time
+//   mp_check grow            rank N-1 is killed, the survivors shrink, and a
+//                            new process (mp_check join) joins by grow; the
+//                            N ranks reduce exactly; then a late joiner and
+//                            one of a wrong generation (mp_check
+//                            join-refused) must be refused: "GROW OK N ranks"
+//   mp_check elastic         under chorus-run --elastic --replace 1: rank N-1
+//                            is killed, the survivors shrink and grow by
+//                            one, and the launcher's replacement joins:
+//                            "ELASTIC OK N ranks"
 //   mp_check init            init_from_env() and a barrier, then "INIT OK";
 //                            with MP_CHECK_SET=key=value in its environment a
 //                            rank first sets key to value in the store (to
@@ -50,11 +71,14 @@
 #include "support/grid.h"
 #include "support/mismatch.h"
 #include "support/recv_any_check.h"
+#include "support/shrink_check.h"
 #include "support/split_check.h"
 
 #include <chorus/chorus.h>
 
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -453,6 +477,193 @@ int run_recv_any_mode() {
   return bad == 0 ? 0 : 1;
 }
 
+// The survivors' verdict over their new communicator: rank 0 of it prints
+// `ok_line` when no survivor saw a problem.
+int report_survivors(const std::vector<std::string>& problems, int old_rank,
+                     std::optional<Communicator>& next, const std::string& ok_line) {
+  for (const std::string& p : problems) std::printf("rank %d: %s\n", old_rank, p.c_str());
+  if (!next) return problems.empty() ? 0 : 1;
+  int64_t bad = static_cast<int64_t>(problems.size());
+  next->allreduce(&bad, &bad, 1, DataType::int64, ReduceOp::sum);
+  if (next->rank() == 0 && bad == 0) std::printf("%s\n", ok_line.c_str());
+  return bad == 0 ? 0 : 1;
+}
+
+// Communicator::shrink after rank `victim` is killed between calls or in the
+// middle of a large AllReduce, and optionally `second` during the shrink
+// (support/shrink_check.h); "SHRINK OK" from the survivors.
+int run_shrink_mode(int victim, bool inside, int second) {
+  Communicator comm = init_from_env();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  const auto problems = test::check_shrink_after_death(
+      comm, victim, inside, [] { ::raise(SIGKILL); }, second, &next);
+  return report_survivors(problems, old_rank, next,
+                          str_cat("SHRINK OK ", next ? next->size() : 0, " survivors"));
+}
+
+// The last rank stops itself (SIGSTOP) and never calls shrink: the others
+// time out, shrink without it once its timeout has passed, and kill it.
+int run_shrink_stop_mode() {
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  const int old_rank = comm.rank();
+  std::vector<int32_t> pids(static_cast<size_t>(n));
+  const int32_t mine = static_cast<int32_t>(::getpid());
+  comm.allgather(&mine, pids.data(), 1, DataType::int32);
+  std::vector<float> v(1000, 1.0f);
+  comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+  if (old_rank == n - 1) {
+    ::raise(SIGSTOP);
+    return 0;
+  }
+  std::vector<std::string> problems;
+  CallOptions quick;
+  quick.timeout = std::chrono::milliseconds(500);
+  try {
+    comm.allreduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, quick);
+    problems.push_back("an AllReduce without the stopped rank returned");
+  } catch (const Error&) {
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<Communicator> next(comm.shrink(std::chrono::milliseconds(4000)));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("rank %d: shrink without the stopped rank took %.3f s\n", old_rank, took);
+  std::vector<int> members;
+  for (int r = 0; r < n - 1; ++r) members.push_back(r);
+  for (auto& p : test::check_exact_allreduce(*next, members, old_rank)) problems.push_back(p);
+  if (next->rank() == 0) ::kill(pids[static_cast<size_t>(n - 1)], SIGKILL);
+  return report_survivors(problems, old_rank, next, "SHRINK STOP OK");
+}
+
+// Rank 0 revokes from a second thread while every rank is blocked; every
+// rank's call raises revoked within 2 s ("REVOKE OK", with the slowest
+// rank's time).
+int run_revoke_mode() {
+  Communicator comm = init_from_env();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  double measured = 0;
+  const auto problems = test::check_revoke_unblocks(comm, 2000, measured, &next);
+  double worst = measured;
+  if (next) next->allreduce(&worst, &worst, 1, DataType::float64, ReduceOp::max);
+  char line[128];
+  std::snprintf(line, sizeof line, "REVOKE OK slowest rank %.2f ms after the revoke", worst);
+  return report_survivors(problems, old_rank, next, line);
+}
+
+// Starts this program as a joiner of generation `generation`:
+// "mp_check <args...>" with CHORUS_JOIN_GENERATION and `extra` set.
+pid_t spawn_joiner(int generation, const std::vector<std::string>& args,
+                   const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "CHORUS_JOIN_GENERATION=", 23) != 0) env.emplace_back(*e);
+  env.push_back(str_cat("CHORUS_JOIN_GENERATION=", generation));
+  for (const auto& e : extra) env.push_back(e);
+  std::vector<std::string> argv{"mp_check"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargv.data(), cenv.data()) != 0)
+    return -1;
+  return pid;
+}
+
+bool exited_zero(pid_t pid) {
+  int status = 0;
+  return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+// After rank N-1 is killed and the survivors shrink, a new process joins by
+// grow: the communicator is back at N and reduces exactly; then a late
+// joiner and one of a wrong generation are refused ("GROW OK").
+int run_grow_mode() {
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  auto problems = test::check_shrink_after_death(
+      comm, n - 1, false, [] { ::raise(SIGKILL); }, -1, &next);
+  if (!next) return report_survivors(problems, old_rank, next, "");
+  pid_t joiner = -1;
+  if (next->rank() == 0) joiner = spawn_joiner(1, {"join", std::to_string(n - 1)});
+  std::optional<Communicator> grown(next->grow(1));
+  std::vector<int> all;
+  for (int r = 0; r < n; ++r) all.push_back(r);
+  for (auto& p : test::check_exact_allreduce(*grown, all, old_rank)) problems.push_back(p);
+  if (grown->rank() == 0) {
+    if (!exited_zero(spawn_joiner(1, {"join-refused", "late"})))
+      problems.push_back("a late joiner was not refused as late");
+    if (!exited_zero(
+            spawn_joiner(7, {"join-refused", "no grow of generation 7"}, {"CHORUS_TIMEOUT=1"})))
+      problems.push_back("a joiner of a wrong generation was not refused naming it");
+  }
+  // The joiner reports its own problems in the verdict.
+  const int verdict =
+      report_survivors(problems, old_rank, grown, str_cat("GROW OK ", grown->size(), " ranks"));
+  if (joiner > 0 && !exited_zero(joiner)) {
+    std::printf("rank %d: the joiner did not exit 0\n", old_rank);
+    return 1;
+  }
+  return verdict;
+}
+
+// A joiner (spawned by run_grow_mode): joins, checks the communicator as
+// old rank `id`, and takes part in the verdict.
+int run_join_mode(int id) {
+  std::optional<Communicator> comm(join_from_env());
+  std::vector<int> all;
+  for (int r = 0; r < comm->size(); ++r) all.push_back(r);
+  const auto problems = test::check_exact_allreduce(*comm, all, id);
+  return report_survivors(problems, id, comm, "GROW OK");
+}
+
+// A joiner that must be refused with an error containing `expected`.
+int run_join_refused_mode(const std::string& expected) {
+  try {
+    join_from_env();
+    std::printf("a joiner that should have been refused joined\n");
+    return 1;
+  } catch (const Error& e) {
+    const bool good = std::string(e.what()).find(expected) != std::string::npos;
+    std::printf("JOIN REFUSED (%s): %s\n", good ? "as expected" : "UNEXPECTED", e.what());
+    return good ? 0 : 1;
+  }
+}
+
+// Under chorus-run --elastic --replace 1: rank N-1 is killed, the survivors
+// shrink and grow by one, and the launcher's replacement (which has
+// CHORUS_JOIN_GENERATION set) joins as rank N-1: "ELASTIC OK N ranks".
+int run_elastic_mode() {
+  if (env_var("CHORUS_JOIN_GENERATION")) {
+    std::optional<Communicator> comm(join_from_env());
+    std::vector<int> all;
+    for (int r = 0; r < comm->size(); ++r) all.push_back(r);
+    const auto problems = test::check_exact_allreduce(*comm, all, comm->size() - 1);
+    return report_survivors(problems, comm->rank(), comm, "");
+  }
+  Communicator comm = init_from_env();
+  const int n = comm.size();
+  const int old_rank = comm.rank();
+  std::optional<Communicator> next;
+  auto problems = test::check_shrink_after_death(
+      comm, n - 1, false, [] { ::raise(SIGKILL); }, -1, &next);
+  if (!next) return report_survivors(problems, old_rank, next, "");
+  std::optional<Communicator> grown(next->grow(1));
+  std::vector<int> all;
+  for (int r = 0; r < n; ++r) all.push_back(r);
+  for (auto& p : test::check_exact_allreduce(*grown, all, old_rank)) problems.push_back(p);
+  return report_survivors(problems, old_rank, grown,
+                          str_cat("ELASTIC OK ", grown->size(), " ranks"));
+}
+
 int run_init_mode() {
   if (auto kv = env_var("MP_CHECK_SET")) {
     const size_t eq = kv->find('=');
@@ -485,9 +696,19 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") return chorus::run_mismatch_mode();
     if (mode == "stop") return chorus::run_stop_mode();
     if (mode == "window-kill" && argc > 2) return chorus::run_window_kill_mode(std::atoi(argv[2]));
+    if (mode == "shrink" && argc > 3)
+      return chorus::run_shrink_mode(std::atoi(argv[2]), std::strcmp(argv[3], "inside") == 0,
+                                     argc > 4 ? std::atoi(argv[4]) : -1);
+    if (mode == "shrink-stop") return chorus::run_shrink_stop_mode();
+    if (mode == "revoke") return chorus::run_revoke_mode();
+    if (mode == "grow") return chorus::run_grow_mode();
+    if (mode == "elastic") return chorus::run_elastic_mode();
+    if (mode == "join" && argc > 2) return chorus::run_join_mode(std::atoi(argv[2]));
+    if (mode == "join-refused" && argc > 2) return chorus::run_join_refused_mode(argv[2]);
     std::fprintf(stderr,
                  "usage: mp_check grid [--small] | allreduce | kill | window-kill RANK | timeout | "
-                 "abort | init | split | recv-any | mismatch | stop\n");
+                 "abort | init | split | recv-any | mismatch | stop | shrink VICTIM between|inside "
+                 "[SECOND] | shrink-stop | revoke | grow | elastic\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_check %s: %s\n", mode.c_str(), e.what());

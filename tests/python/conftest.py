@@ -33,11 +33,13 @@ def python():
     return os.environ.get("CHORUS_PYTHON", sys.executable)
 
 
-def launch(n, worker, *args, transport=None, timeout=600, extra_env=None):
-    """Runs `chorus-run -n N [--transport T] python workers/<worker> args...`."""
+def launch(n, worker, *args, transport=None, timeout=600, extra_env=None, grace=None):
+    """Runs `chorus-run -n N [--transport T] [--grace G] python workers/<worker> args...`."""
     cmd = [env_var("CHORUS_RUN"), "-n", str(n)]
     if transport:
         cmd += ["--transport", transport]
+    if grace is not None:
+        cmd += ["--grace", str(grace)]
     cmd += [python(), str(WORKERS / worker), *map(str, args)]
     env = dict(os.environ)
     env.update(extra_env or {})

@@ -1,12 +1,19 @@
 """The numpy binding: every collective and dtype at N = 1..4 over shm and tcp,
 the error classes, Ctrl-C, the variables chorus-run exports, and windows
-(comm.window, comm.empty) over shm and tcp, and comm.split / split_by_host."""
+(comm.window, comm.empty) over shm and tcp, comm.split / split_by_host, and
+comm.revoke / comm.shrink after a rank is killed, comm.grow / chorus.join, and
+examples/elastic_train.py against a reference run."""
 
+import os
+import pathlib
 import re
+import subprocess
 
+import numpy as np
 import pytest
 
-from conftest import launch, pick_env, ranks_reporting, require_ok, require_picked
+from conftest import (env_var, launch, pick_env, python, ranks_reporting, require_ok,
+                      require_picked)
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
@@ -28,6 +35,47 @@ def test_errors(transport, algorithm):
 # Over shm; the C++ checks run over tcp too (multiprocess_split_tcp_N5).
 def test_split():
     require_ok(launch(4, "numpy_split.py", transport="shm"), 4, "numpy_split OK")
+
+
+# A rank killed: the survivors shrink, then revoke and shrink again. chorus-run
+# exits non-zero (a rank died) once the survivors are done.
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_revoke_and_shrink(transport):
+    proc = launch(4, "numpy_shrink.py", transport=transport, grace=60, timeout=300)
+    detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    assert ranks_reporting(proc, "numpy_shrink OK") == {0, 1, 2}, detail
+    assert "rank 3 was killed by signal 9" in proc.stderr + proc.stdout, detail
+
+
+# A rank killed, the survivors shrink, and a new process joins by grow.
+def test_grow_after_shrink():
+    proc = launch(4, "numpy_grow.py", transport="shm", grace=60, timeout=300)
+    detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    # The joiner prints through rank 0's output.
+    assert proc.stdout.count("numpy_grow OK") == 4, detail
+    assert "numpy_grow OK rank 3" in proc.stdout, detail
+
+
+def test_elastic_train_example(tmp_path):
+    """examples/elastic_train.py under chorus-run --elastic --replace 1: rank 3
+    dies at step 10, the survivors shrink and go on, the replacement joins at
+    step 20; the final parameters match the same schedule on one process."""
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "elastic_train.py"
+    cmd = [env_var("CHORUS_RUN"), "-n", "4", "--elastic", "--replace", "1", python(),
+           str(example), "--kill-rank", "3", "--kill-at", "10", "--join-at", "20",
+           "--out", str(tmp_path / "w.npy")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    assert proc.returncode == 0, f"chorus-run exited {proc.returncode}{detail}"
+    assert "EVENT failure at step 10" in proc.stdout, detail
+    assert "EVENT join at step 20: grow to 4 ranks" in proc.stdout, detail
+    assert "elastic_train done: 30 steps, 4 ranks at the end" in proc.stdout, detail
+    ref = subprocess.run([python(), str(example), "--reference", "--out", str(tmp_path / "ref.npy")],
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert ref.returncode == 0, ref.stderr
+    w, w_ref = np.load(tmp_path / "w.npy"), np.load(tmp_path / "ref.npy")
+    rel = np.max(np.abs(w - w_ref)) / np.max(np.abs(w_ref))
+    assert rel <= 1e-5, f"final parameters differ from the reference by {rel} (relative){detail}"
 
 
 @pytest.mark.parametrize("n", [2, 3])

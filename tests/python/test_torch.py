@@ -1,6 +1,6 @@
 """The torch.distributed backend "chorus": every supported call at N = 2 and
 3, the ways to start (env://, file://, tcp://, torchrun), DDP against gloo,
-window-backed tensors against gloo, the example and errors."""
+window-backed tensors against gloo, the example, errors, and the shrink recipe."""
 
 import pathlib
 import re
@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from conftest import WORKERS, env_var, free_port, launch, pick_env, python, require_ok, require_picked
+from conftest import (WORKERS, env_var, free_port, launch, pick_env, python, ranks_reporting,
+                      require_ok, require_picked)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -66,6 +67,14 @@ def test_errors(tmp_path, algorithm):
     proc = launch(2, "torch_errors.py", tmp_path, extra_env=pick_env(algorithm))
     require_picked(proc, 2, algorithm)
     require_ok(proc, 2, "torch_errors OK")
+
+
+def test_shrink_default_group_after_a_kill():
+    """chorus.torch.shrink_default_group: the recipe for torch 1.13 (a new
+    default group built on the shrunk communicator), then DDP goes on."""
+    proc = launch(4, "torch_elastic.py", grace=60, timeout=300)
+    detail = f"\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    assert ranks_reporting(proc, "torch_elastic OK") == {0, 1, 2}, detail
 
 
 def test_ddp_example_trains():

@@ -29,6 +29,12 @@
 //                            kReportSlack of the cut; then, once the driver
 //                            healed the link and wrote DIR/healed, a fresh
 //                            init_from_env() must work
+//   tb_check shrink VICTIM   rank VICTIM kills itself (SIGKILL) between two
+//                            AllReduces; the others shrink across the hosts,
+//                            without the store when VICTIM is rank 0 (which
+//                            serves it), and check the new communicator
+//                            (support/shrink_check.h); each survivor prints
+//                            "SHRINK OK rank R" with its shrink's time
 //
 // Each rank writes DIR/looping.<rank> once its first AllReduce is done (so
 // the driver strikes mid-loop) and, in the fault modes, DIR/failed.<rank>
@@ -38,9 +44,12 @@
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "support/grid.h"
+#include "support/shrink_check.h"
 #include "support/split_check.h"
 
 #include <chorus/chorus.h>
+
+#include <signal.h>
 
 #include <array>
 #include <chrono>
@@ -295,11 +304,29 @@ int run_split() {
   return good ? 0 : 1;
 }
 
+int run_shrink(int victim) {
+  Communicator comm = init_from_env();
+  const int rank = comm.rank();
+  std::optional<Communicator> next;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> problems = test::check_shrink_after_death(
+      comm, victim, false, [] { ::raise(SIGKILL); }, -1, &next);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string& p : problems) std::printf("rank %d: shrink: %s\n", rank, p.c_str());
+  if (!next) return 1;
+  int64_t bad = static_cast<int64_t>(problems.size());
+  next->allreduce(&bad, &bad, 1, DataType::int64, ReduceOp::sum);
+  if (bad != 0) return 1;
+  std::printf("SHRINK OK rank %d: %d survivors over %s (the check took %.3f s)\n", rank,
+              next->size(), next->transport().c_str(), s);
+  return 0;
+}
+
 int usage() {
   std::fprintf(
       stderr,
       "usage: tb_check grid | split | allreduce BYTES | host-bytes BYTES | host-death DIR VICTIM "
-      "| partition DIR CUT\n");
+      "| partition DIR CUT | shrink VICTIM\n");
   return 2;
 }
 
@@ -318,6 +345,7 @@ int main(int argc, char** argv) {
       return chorus::run_host_bytes(std::stoull(args[1]));
     if (args[0] == "host-death" && args.size() == 3)
       return chorus::run_host_death(args[1], std::stoi(args[2]));
+    if (args[0] == "shrink" && args.size() == 2) return chorus::run_shrink(std::stoi(args[1]));
     if (args[0] == "partition" && args.size() == 3)
       return chorus::run_partition(args[1], std::stoi(args[2]));
     return chorus::usage();

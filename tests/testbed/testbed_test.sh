@@ -22,6 +22,9 @@
 #   grid_ring_4x1    the same on a 4-host ring, 1gbit; the hosts in the
 #                    middle of two-hop routes forward datagrams, the others
 #                    none
+#   shrink_4x1       4 hosts x 1 rank: rank 0, which serves the store, kills
+#                    itself; the 3 survivors shrink across the hosts and
+#                    reduce exactly on the new communicator
 #   tcp_bytes        2 hosts x 2 ranks: an 8 MiB AllReduce moves at least
 #                    8 MiB each way through each host's veth
 #   host_death       kill-host 2 mid-AllReduce (16 MiB): every survivor raises
@@ -347,8 +350,19 @@ case_split_2x2() {
   expect_count "SPLIT OK rank [0-9]: split_by_host gave 2 of 4 ranks \(2 on this host\) over shm" 4 "$log"
 }
 
+case_shrink_4x1() {
+  local log=$work/shrink.log
+  job_log=$log
+  "$testbed" up --name "$name" --hosts 4 --rate 1gbit --topology switch || die "testbed up failed"
+  # Rank 0 serves the job's store: the survivors shrink without it.
+  "$testbed" run --name "$name" --grace 60 --timeout 300 -- "$tb_check" shrink 0 >"$log" 2>&1
+  grep -E "SHRINK|shrink:|testbed:|tb_check" "$log"
+  expect_count "SHRINK OK rank [1-3]: 3 survivors over tcp" 3 "$log"
+}
+
 case "$case_name" in
   lifecycle) case_lifecycle ;;
+  shrink_4x1) case_shrink_4x1 ;;
   split_2x2) case_split_2x2 ;;
   grid_switch_4x1) run_grid 4 1 switch "tcp \(1 of 4 ranks on this host\)" ;;
   grid_switch_2x2) run_grid 2 2 switch "shm\+tcp \(2 of 4 ranks on this host\)" ;;

@@ -45,7 +45,7 @@ except ModuleNotFoundError as e:
         "when it was built; CHORUS_BUILD_TORCH). Build and install chorus again with torch "
         "present: pip install --no-build-isolation . (docs/PYTHON.md)") from None
 
-__all__ = ["ProcessGroupChorus", "BACKEND", "empty"]
+__all__ = ["ProcessGroupChorus", "BACKEND", "empty", "shrink_default_group"]
 
 BACKEND = "chorus"
 
@@ -67,6 +67,10 @@ def _ranks_of_new_group():
         del frame
 
 
+# A group made already, that the next default group adopts (shrink_default_group).
+_adopt = None
+
+
 def _create_process_group(store, rank, world_size, timeout):
     """Backend creator torch.distributed calls: (store, rank, world size, timeout).
 
@@ -74,9 +78,14 @@ def _create_process_group(store, rank, world_size, timeout):
     derived from the default group's communicator: its members meet through
     it, with no second rendezvous and no keys in the store. Otherwise the
     group meets its peers through `store`."""
+    global _adopt
     if isinstance(timeout, datetime.timedelta):
         timeout = timeout.total_seconds()
     ranks = _ranks_of_new_group()
+    if ranks is None and _adopt is not None:
+        adopted, _adopt = _adopt, None
+        if adopted.rank() == rank and adopted.size() == world_size:
+            return adopted
     if ranks is not None and _dist.is_initialized():
         default = _dist.distributed_c10d._get_default_group()
         if isinstance(default, ProcessGroupChorus) and len(ranks) == world_size \
@@ -111,6 +120,54 @@ def empty(*size, dtype=None, group=None):
         error.code = "invalid_argument"
         raise error
     return pg.empty([_operator.index(s) for s in size], dtype)
+
+
+def shrink_default_group(timeout=None, host="127.0.0.1", port=None):
+    """After a failure of the default group (a chorus group), on every live rank:
+    makes a new default group of the ranks that did not fail, ranked in the
+    order of their ranks before, and returns it. The recipe torch 1.13 allows:
+
+    1. ``shrink()`` of the default group's communicator: the survivors agree
+       on who is left, without any store (docs/RELIABILITY.md);
+    2. its rank 0 picks a port for a new torch store at `host` (an address of
+       its own that every survivor reaches; 127.0.0.1 on one host) and sends
+       it to the others over the new group;
+    3. ``dist.destroy_process_group()`` and ``dist.init_process_group("chorus",
+       init_method="tcp://host:port", ...)``, whose backend creator adopts the
+       group made in step 1 instead of meeting again; torch's store serves
+       only its own start-up barrier.
+
+    Groups made from the old default group (new_group) are broken with it;
+    make them again from the new one. `timeout` (seconds; None:
+    CHORUS_TIMEOUT) bounds the shrink and the new start-up."""
+    global _adopt
+    import socket
+
+    old = _dist.distributed_c10d._get_default_group()
+    if not isinstance(old, ProcessGroupChorus):
+        error = _chorus.InvalidArgument(
+            "chorus.torch.shrink_default_group: the default group is not a chorus group")
+        error.code = "invalid_argument"
+        raise error
+    new = old.shrink(0.0 if timeout is None else float(timeout))
+    del old
+    where = _torch.zeros(1, dtype=_torch.int64)
+    if new.rank() == 0:
+        if port is None:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+        where[0] = port
+    new.broadcast([where]).wait()
+    _dist.destroy_process_group()
+    _adopt = new
+    kwargs = {} if timeout is None else {"timeout": datetime.timedelta(seconds=timeout)}
+    try:
+        _dist.init_process_group(BACKEND, init_method=f"tcp://{host}:{int(where[0])}",
+                                 rank=new.rank(), world_size=new.size(), **kwargs)
+    finally:
+        _adopt = None
+    return _dist.distributed_c10d._get_default_group()
 
 
 if BACKEND.upper() not in _dist.Backend._plugins:

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace py = pybind11;
 
@@ -115,6 +116,32 @@ std::shared_ptr<PyCommunicator> PyCommunicator::split_by_host() {
   std::optional<Communicator> child;
   block_or_raise([&] { child = c.split_by_host(); }, {}, std::nullopt, "split_by_host");
   return std::make_shared<PyCommunicator>(std::move(*child));
+}
+
+std::shared_ptr<PyCommunicator> PyCommunicator::shrink(std::optional<double> timeout) {
+  if (timeout && !(*timeout >= 0))
+    invalid("shrink: timeout must be a number of seconds >= 0, got " + std::to_string(*timeout));
+  Busy busy(*this);
+  collect_finished();
+  Communicator& c = live();
+  const auto ms = std::chrono::milliseconds(
+      timeout ? static_cast<int64_t>(std::ceil(*timeout * 1000.0)) : int64_t{0});
+  std::optional<Communicator> next;
+  block_or_raise([&] { next = c.shrink(ms); }, {}, std::nullopt, "shrink");
+  return std::make_shared<PyCommunicator>(std::move(*next));
+}
+
+std::shared_ptr<PyCommunicator> PyCommunicator::grow(int joining, std::optional<double> timeout) {
+  if (timeout && !(*timeout >= 0))
+    invalid("grow: timeout must be a number of seconds >= 0, got " + std::to_string(*timeout));
+  Busy busy(*this);
+  collect_finished();
+  Communicator& c = live();
+  const auto ms = std::chrono::milliseconds(
+      timeout ? static_cast<int64_t>(std::ceil(*timeout * 1000.0)) : int64_t{0});
+  std::optional<Communicator> next;
+  block_or_raise([&] { next = c.grow(joining, ms); }, {}, std::nullopt, "grow");
+  return std::make_shared<PyCommunicator>(std::move(*next));
 }
 
 int PyCommunicator::recv_any(void* data, size_t count, DataType type, const CallOptions& options) {

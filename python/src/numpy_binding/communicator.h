@@ -81,6 +81,8 @@ class PyCommunicator {
   bool done_op(AsyncOp& op);
 
   void abort(const std::string& reason) { live().abort(reason); }
+  // Communicator::revoke: any thread, never blocks.
+  void revoke() { live().revoke(); }
   std::string flight_record() const { return live().flight_record(); }
 
   // A collective: a new window of `nbytes` on every rank. It waits for the
@@ -91,6 +93,11 @@ class PyCommunicator {
   // peers as a blocking call does. split gives None for a negative color.
   std::shared_ptr<PyCommunicator> split(int color, int key);
   std::shared_ptr<PyCommunicator> split_by_host();
+  // Communicator::shrink: waits for the survivors as a blocking call does;
+  // `timeout` in seconds (None: CHORUS_TIMEOUT).
+  std::shared_ptr<PyCommunicator> shrink(std::optional<double> timeout);
+  // Communicator::grow, waiting as shrink does.
+  std::shared_ptr<PyCommunicator> grow(int joining, std::optional<double> timeout);
   // Communicator::recv_any into `count` elements at `data`: waits as a
   // blocking call does; returns the sender.
   int recv_any(void* data, size_t count, DataType type, const CallOptions& options);

@@ -11,7 +11,7 @@ namespace chorus::python {
 namespace {
 
 struct ErrorTypes {
-  py::handle base, invalid_argument, timeout, peer_failure, mismatch, aborted;
+  py::handle base, invalid_argument, timeout, peer_failure, mismatch, aborted, revoked;
 
   py::handle for_code(ErrorCode code) const {
     switch (code) {
@@ -25,6 +25,8 @@ struct ErrorTypes {
         return mismatch;
       case ErrorCode::aborted:
         return aborted;
+      case ErrorCode::revoked:
+        return revoked;
       case ErrorCode::system:
       case ErrorCode::internal:
         break;
@@ -78,6 +80,8 @@ void define_errors(py::module_& m) {
   types.mismatch =
       new_exception(m, "MismatchError", "Ranks disagree (sizes, types, world size).", {types.base});
   types.aborted = new_exception(m, "AbortedError", "The communicator was aborted.", {types.base});
+  types.revoked = new_exception(
+      m, "RevokedError", "The communicator was revoked, by this rank or another.", {types.base});
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -83,6 +83,19 @@ PYBIND11_MODULE(_chorus, m) {
       .def("abort", &PyCommunicator::abort, py::arg("reason"),
            "Aborts the communicator: every pending and later call raises AbortedError here, and "
            "the peers raise AbortedError naming this rank and the reason.")
+      .def("revoke", &PyCommunicator::revoke,
+           "Revokes the communicator: every pending and later call on every rank raises "
+           "RevokedError. Any rank, any thread; never blocks. The survivors go on with shrink().")
+      .def("shrink", &PyCommunicator::shrink, py::arg("timeout") = py::none(),
+           "After a failure or a revoke, the live ranks call it: a new Communicator of the "
+           "ranks that did not fail, ranked in the order of their ranks here. Every survivor "
+           "gets the same membership, or every survivor raises. A rank that has not called "
+           "shrink within timeout seconds (None: CHORUS_TIMEOUT) is counted failed. Needs no "
+           "store.")
+      .def("grow", &PyCommunicator::grow, py::arg("joining"), py::arg("timeout") = py::none(),
+           "A collective with `joining` new processes that call chorus.join(): a new "
+           "Communicator of the ranks here (ranked as here) and the joiners after them. Every "
+           "member and joiner gets it, or every one raises.")
       .def_property_readonly(
           "transport", [](const PyCommunicator& c) { return c.live().transport(); },
           "The transport that connects the ranks: \"shm\", \"tcp\" or \"shm+tcp\".")
@@ -202,4 +215,8 @@ PYBIND11_MODULE(_chorus, m) {
         "This process's Communicator. Without rank, world_size and store, they come from the "
         "environment (chorus-run, torchrun, mpirun, srun: as chorus::init_from_env). transport "
         "is 'shm' or 'tcp'; timeout (seconds) bounds the start-up.");
+  m.def("join", &chorus::python::join,
+        "This process's Communicator as a joiner of a running job: its part of the members' "
+        "comm.grow(n). The job's store and the generation come from CHORUS_STORE and "
+        "CHORUS_JOIN_GENERATION (docs/LAUNCHING.md).");
 }

@@ -12,6 +12,7 @@
 #include <signal.h>
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -31,6 +32,42 @@ struct StartUp {
   std::optional<Communicator> comm;
   std::exception_ptr error;
 };
+
+// Runs `start` on a thread of its own while the caller waits in slices (see
+// StartUp).
+std::shared_ptr<PyCommunicator> start_up(const std::function<Communicator()>& start) {
+  auto job = std::make_shared<StartUp>();
+  std::thread([job, start] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    std::optional<Communicator> comm;
+    std::exception_ptr error;
+    try {
+      comm.emplace(start());
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(job->mu);
+    job->comm = std::move(comm);
+    job->error = error;
+    job->finished = true;
+    job->cv.notify_all();
+  }).detach();
+
+  const bool signals = on_main_thread();
+  while (true) {
+    {
+      py::gil_scoped_release nogil;
+      std::unique_lock lock(job->mu);
+      if (job->cv.wait_for(lock, kSignalSlice, [&] { return job->finished; })) break;
+    }
+    if (signals && PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  std::lock_guard lock(job->mu);
+  if (job->error) std::rethrow_exception(job->error);
+  return std::make_shared<PyCommunicator>(std::move(*job->comm));
+}
 
 }  // namespace
 
@@ -57,37 +94,11 @@ std::shared_ptr<PyCommunicator> init(std::optional<int> rank, std::optional<int>
   if (transport) options.transport = *transport;
   if (timeout) options.timeout = seconds_to_ms(*timeout, "init: timeout");
 
-  auto job = std::make_shared<StartUp>();
-  std::thread([job, options] {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    std::optional<Communicator> comm;
-    std::exception_ptr error;
-    try {
-      comm.emplace(chorus::init(options));
-    } catch (...) {
-      error = std::current_exception();
-    }
-    std::lock_guard lock(job->mu);
-    job->comm = std::move(comm);
-    job->error = error;
-    job->finished = true;
-    job->cv.notify_all();
-  }).detach();
+  return start_up([options] { return chorus::init(options); });
+}
 
-  const bool signals = on_main_thread();
-  while (true) {
-    {
-      py::gil_scoped_release nogil;
-      std::unique_lock lock(job->mu);
-      if (job->cv.wait_for(lock, kSignalSlice, [&] { return job->finished; })) break;
-    }
-    if (signals && PyErr_CheckSignals() != 0) throw py::error_already_set();
-  }
-  std::lock_guard lock(job->mu);
-  if (job->error) std::rethrow_exception(job->error);
-  return std::make_shared<PyCommunicator>(std::move(*job->comm));
+std::shared_ptr<PyCommunicator> join() {
+  return start_up([] { return chorus::join_from_env(); });
 }
 
 }  // namespace chorus::python

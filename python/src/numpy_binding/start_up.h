@@ -20,4 +20,7 @@ std::shared_ptr<PyCommunicator> init(std::optional<int> rank, std::optional<int>
                                      std::optional<std::string> transport,
                                      std::optional<double> timeout);
 
+// chorus.join(): chorus::join_from_env, waiting as init() does.
+std::shared_ptr<PyCommunicator> join();
+
 }  // namespace chorus::python

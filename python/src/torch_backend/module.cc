@@ -50,6 +50,20 @@ PYBIND11_MODULE(_backend, m) {
           "The group of `ranks` (ranks of this group; this rank among them), derived from this "
           "group's communicator without a store; timeout in seconds. A collective over `ranks` "
           "only.")
+      .def("revoke", &ProcessGroupChorus::revoke, py::call_guard<py::gil_scoped_release>(),
+           "Revokes the communicator: pending and later calls on every rank raise "
+           "chorus.RevokedError. Any thread; never blocks.")
+      .def(
+          "shrink",
+          [](ProcessGroupChorus& pg, double timeout_seconds) {
+            return pg.shrink(timeout_seconds == 0 ? std::chrono::milliseconds(0)
+                                                  : timeout_of(timeout_seconds));
+          },
+          py::arg("timeout") = 0.0, py::call_guard<py::gil_scoped_release>(),
+          "After a failure or a revoke, on the live ranks: a new ProcessGroupChorus of the ranks "
+          "that did not fail, ranked in the order of their ranks here (Communicator::shrink); "
+          "timeout in seconds, 0: CHORUS_TIMEOUT. chorus.torch.shrink_default_group makes it "
+          "torch's default group.")
       .def("abort", &ProcessGroupChorus::abort, py::arg("reason"),
            py::call_guard<py::gil_scoped_release>(),
            "Aborts the communicator: pending and later calls fail here, and the peers raise "

@@ -45,6 +45,17 @@ c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::new_group(
   return c10::make_intrusive<ProcessGroupChorus>(std::move(**made));
 }
 
+c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::shrink(
+    std::chrono::milliseconds timeout) {
+  auto made = std::make_shared<std::optional<Communicator>>();
+  c10::intrusive_ptr<c10d::Work> work = enqueue(
+      c10d::OpType::UNKNOWN, "shrink", {}, false,
+      [made, timeout](Communicator& c, std::vector<chorus::Work>&) { *made = c.shrink(timeout); },
+      [] {});
+  work->wait(kNoTimeout);
+  return c10::make_intrusive<ProcessGroupChorus>(std::move(**made));
+}
+
 ProcessGroupChorus::~ProcessGroupChorus() {
   // Torch may drop the last reference while holding the GIL; a future's
   // callback on the worker may want it.

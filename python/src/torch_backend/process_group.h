@@ -79,6 +79,12 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   // `timeout` is the new group's deadline of every call.
   c10::intrusive_ptr<ProcessGroupChorus> new_group(const std::vector<int>& ranks,
                                                    std::chrono::milliseconds timeout);
+  // Communicator::revoke: any thread, never blocks.
+  void revoke() { comm_.revoke(); }
+  // Communicator::shrink, queued like every call: the group of the ranks
+  // that did not fail (this group stays broken). `timeout` 0: the
+  // communicator's.
+  c10::intrusive_ptr<ProcessGroupChorus> shrink(std::chrono::milliseconds timeout);
 
   // One chorus collective each (collectives.cc).
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
