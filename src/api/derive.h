@@ -31,6 +31,7 @@
 #include "core/config.h"
 #include "core/deadline.h"
 #include "store/tcp_store.h"
+#include "transport/forwarding_transport.h"
 #include "transport/transport.h"
 
 #include <chorus/communicator.h>
@@ -82,6 +83,20 @@ struct SetupPoint {
 // failure is in the invitation (`opened`), not thrown.
 Invitation open_setup(CommunicatorImpl& parent, int members, SetupPoint& point,
                       const std::string& at = "");
+
+// The transport of the rank that opened a store set-up point for a
+// communicator that outlives the call which made it (shrink, grow): it keeps
+// the store server for as long as the transport lives (the members only need
+// it for the set-up, but it must not close before their last read).
+class KeepsServer final : public ForwardingTransport {
+ public:
+  KeepsServer(std::unique_ptr<Transport> inner, std::unique_ptr<TcpStoreServer> server)
+      : ForwardingTransport(std::move(inner)), server_(std::move(server)) {}
+  ~KeepsServer() override { destroy_inner(); }
+
+ private:
+  std::unique_ptr<TcpStoreServer> server_;
+};
 
 // Step 3 on every member: its transport in the new communicator, as rank
 // `rank` of `size`, with a recovery link of its own.

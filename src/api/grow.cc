@@ -39,17 +39,6 @@ std::string text_of(const std::vector<uint8_t>& v) {
   return {v.begin(), v.end()};
 }
 
-// The store server of the members' rank 0, kept with its new communicator.
-class KeepsServer final : public ForwardingTransport {
- public:
-  KeepsServer(std::unique_ptr<Transport> inner, std::unique_ptr<TcpStoreServer> server)
-      : ForwardingTransport(std::move(inner)), server_(std::move(server)) {}
-  ~KeepsServer() override { destroy_inner(); }
-
- private:
-  std::unique_ptr<TcpStoreServer> server_;
-};
-
 Outcome failed_outcome(const Error& e) {
   Outcome out;
   out.ok = 0;

@@ -61,19 +61,6 @@ constexpr uint32_t kMaxBody = sizeof(DecisionHead) + 4 * 1'048'576;
 // once it is written.
 constexpr auto kMessageBound = std::chrono::seconds(1);
 
-// The coordinator that keeps the new communicator's store server for as
-// long as its transport lives (the members only need it for the set-up,
-// but it must not close before their last read).
-class KeepsServer final : public ForwardingTransport {
- public:
-  KeepsServer(std::unique_ptr<Transport> inner, std::unique_ptr<TcpStoreServer> server)
-      : ForwardingTransport(std::move(inner)), server_(std::move(server)) {}
-  ~KeepsServer() override { destroy_inner(); }
-
- private:
-  std::unique_ptr<TcpStoreServer> server_;
-};
-
 class Agreement {
  public:
   Agreement(CommunicatorImpl& comm, RecoveryLink& link, uint32_t attempt,

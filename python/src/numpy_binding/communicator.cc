@@ -118,27 +118,35 @@ std::shared_ptr<PyCommunicator> PyCommunicator::split_by_host() {
   return std::make_shared<PyCommunicator>(std::move(*child));
 }
 
-std::shared_ptr<PyCommunicator> PyCommunicator::shrink(std::optional<double> timeout) {
+namespace {
+
+// A recovery call's timeout in seconds (None: the communicator's), as the
+// C++ call takes it (0: the communicator's).
+std::chrono::milliseconds recovery_timeout(const char* what, std::optional<double> timeout) {
   if (timeout && !(*timeout >= 0))
-    invalid("shrink: timeout must be a number of seconds >= 0, got " + std::to_string(*timeout));
+    invalid(std::string(what) + ": timeout must be a number of seconds >= 0, got " +
+            std::to_string(*timeout));
+  return std::chrono::milliseconds(timeout ? static_cast<int64_t>(std::ceil(*timeout * 1000.0))
+                                           : int64_t{0});
+}
+
+}  // namespace
+
+std::shared_ptr<PyCommunicator> PyCommunicator::shrink(std::optional<double> timeout) {
+  const auto ms = recovery_timeout("shrink", timeout);
   Busy busy(*this);
   collect_finished();
   Communicator& c = live();
-  const auto ms = std::chrono::milliseconds(
-      timeout ? static_cast<int64_t>(std::ceil(*timeout * 1000.0)) : int64_t{0});
   std::optional<Communicator> next;
   block_or_raise([&] { next = c.shrink(ms); }, {}, std::nullopt, "shrink");
   return std::make_shared<PyCommunicator>(std::move(*next));
 }
 
 std::shared_ptr<PyCommunicator> PyCommunicator::grow(int joining, std::optional<double> timeout) {
-  if (timeout && !(*timeout >= 0))
-    invalid("grow: timeout must be a number of seconds >= 0, got " + std::to_string(*timeout));
+  const auto ms = recovery_timeout("grow", timeout);
   Busy busy(*this);
   collect_finished();
   Communicator& c = live();
-  const auto ms = std::chrono::milliseconds(
-      timeout ? static_cast<int64_t>(std::ceil(*timeout * 1000.0)) : int64_t{0});
   std::optional<Communicator> next;
   block_or_raise([&] { next = c.grow(joining, ms); }, {}, std::nullopt, "grow");
   return std::make_shared<PyCommunicator>(std::move(*next));
