@@ -11,6 +11,7 @@ jobs fault more pages, migrate more, sleep more or lose the CPU to the host.
       [--size 8M] [--algo ring] [--buffers user] [--ranks 2] [--jobs 12]
 """
 import argparse
+import pathlib
 import subprocess
 
 
@@ -30,6 +31,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=12)
     a = ap.parse_args()
+    # perf stat comes with Debian's linux-perf, which the build does not need.
+    root = pathlib.Path(__file__).resolve().parent.parent
+    subprocess.run([str(root / "scripts" / "install-deps.sh"), "linux-perf"], check=True)
     events = ["context-switches", "cpu-migrations", "page-faults", "task-clock"]
     print(f"# allreduce float32 sum, N={a.ranks} shm, {a.size}, {a.buffers} buffers, "
           f"algorithm {a.algo}: out-of-place time (us) and counters per job")
