@@ -76,6 +76,19 @@ struct CallOptions {
   // tag (>= 0), or both raise ErrorCode::mismatch. Tags check, they do not
   // reorder: the k-th send from a to b still meets the k-th receive at b.
   int tag = 0;
+  // AllReduce, ReduceScatter and Reduce with sum or avg on float16, bfloat16,
+  // float32 and float64: results bitwise identical whatever the algorithm,
+  // transport, buffer kind, message size and chunking, number of ranks (ranks
+  // that add zeros) and rank order. Each element is summed exactly as an
+  // integer on a fixed point of its block of 64 elements and rounded once
+  // (docs/ALGORITHMS.md, "Deterministic reductions", has the method and the
+  // error bound). Costs an exchange of block exponents and wider elements;
+  // CHORUS_DETERMINISTIC=1 sets it for every call. Every rank of a call must
+  // agree, or the call raises ErrorCode::mismatch. Integer types and min and
+  // max are order independent already and keep their path; prod on a
+  // floating type raises invalid_argument. An asynchronous deterministic call
+  // runs to completion before it returns its Work.
+  bool deterministic = false;
 };
 
 }  // namespace chorus

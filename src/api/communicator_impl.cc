@@ -320,7 +320,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
          "negative tag ", call.options.tag);
   switch (call.kind) {
     case Call::Kind::collective:
-      return submit_collective(call);
+      return deterministic(call) ? submit_deterministic(call) : submit_collective(call);
     case Call::Kind::send:
       return submit_point_to_point(OpKind::send, call.send, nullptr, call.count, call.type,
                                    call.peer, call.options);

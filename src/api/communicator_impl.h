@@ -157,6 +157,24 @@ class CommunicatorImpl {
  private:
   // Picks the algorithm, builds (or reuses) the program, starts it.
   std::shared_ptr<WorkState> submit_collective(const Call& call);
+  // Deterministic reductions (api/deterministic.cc): whether `call` is one
+  // (CallOptions::deterministic or CHORUS_DETERMINISTIC, on a floating sum or
+  // avg; a floating prod raises), and the call, run to its end as calls of
+  // this communicator on integers.
+  bool deterministic(const Call& call) const;
+  std::shared_ptr<WorkState> submit_deterministic(const Call& call);
+  // Submits one part of a deterministic call and waits for it.
+  void run_part(const Call& part);
+  // Their buffers, kept from call to call (each at most a piece's worth).
+  struct DeterministicBuffers {
+    std::vector<int32_t> scales;
+    std::vector<int64_t> fixed;
+    std::vector<int64_t> result;
+    std::vector<int64_t> specials;
+    std::vector<int64_t> special_sums;
+    std::vector<std::byte> gathered;
+  };
+  DeterministicBuffers det_;
   void validate(const Call& call) const;
   // What runs a call: its algorithm and prepared Program.
   struct Plan {

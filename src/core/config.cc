@@ -250,6 +250,12 @@ Config Config::from_env(const EnvLookup& lookup) {
            "' must be whole bytes from 0 (never) to 2^50");
     cfg.stream_bytes = static_cast<size_t>(bytes);
   }
+  if (auto v = lookup("CHORUS_DETERMINISTIC"); v && !v->empty()) {
+    const std::string_view t = trim(*v);
+    if (t != "0" && t != "1")
+      fail(ErrorCode::invalid_argument, "CHORUS_DETERMINISTIC='", *v, "' is not one of 0, 1");
+    cfg.deterministic = t == "1";
+  }
   if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = lookup("CHORUS_TUNING_CACHE"); v && !v->empty()) {
     if (*v != "on" && *v != "off")

@@ -38,6 +38,10 @@
 //                      256 ranks, else 1: see tcp_streams_for)
 //   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
 //                      (default: the local address that routes to the store)
+//   CHORUS_DETERMINISTIC  1: every AllReduce, ReduceScatter and Reduce
+//                      with sum or avg on a floating type is deterministic
+//                      (CallOptions::deterministic); 0 (default): as each
+//                      call asks
 //   CHORUS_TUNING_FILE the fitted model (and measured rules) for the tuner
 //   CHORUS_TUNING_CACHE on | off: without a tuning file, use (or make and
 //                      store) the calibration cached for this host, transport
@@ -93,6 +97,7 @@ struct Config {
   std::chrono::microseconds spin{50};
   size_t segment_bytes = 0;                // 0 = each algorithm's default
   size_t stream_bytes = size_t{16} << 20;  // CHORUS_STREAM_BYTES; 0 = never
+  bool deterministic = false;              // CHORUS_DETERMINISTIC
   std::string tuning_file;
   bool tuning_cache = true;  // CHORUS_TUNING_CACHE
   std::string cache_dir;     // $XDG_CACHE_HOME/chorus or $HOME/.cache/chorus; "" = none

@@ -24,6 +24,11 @@
 //                            each child's collectives checked exactly); rank 0
 //                            prints "SPLIT OK N ranks" when no rank saw a
 //                            problem
+//   mp_check deterministic   the deterministic reductions of
+//                            tests/support/deterministic_check.h (user
+//                            buffers, and window buffers where the transport
+//                            shares memory); rank 0 prints "DETERMINISTIC OK
+//                            N ranks"
 //   mp_check recv-any        the checks of tests/support/recv_any_check.h;
 //                            rank 0 prints "RECV ANY OK N ranks"
 //   mp_check mismatch        every scenario of tests/support/mismatch.h, each
@@ -68,6 +73,7 @@
 #include "algorithms/algorithm.h"
 #include "bootstrap/bootstrap.h"
 #include "core/config.h"
+#include "support/deterministic_check.h"
 #include "support/grid.h"
 #include "support/mismatch.h"
 #include "support/recv_any_check.h"
@@ -465,6 +471,23 @@ int run_split_mode() {
   return bad == 0 ? 0 : 1;
 }
 
+// Deterministic reductions (support/deterministic_check.h): every algorithm
+// gives the bits the contributions' deterministic sum has.
+int run_deterministic_mode() {
+  Communicator comm = init_from_env();
+  std::vector<std::string> problems = test::check_deterministic_suite(comm, false);
+  if (comm.transport() == "shm") {
+    std::vector<std::string> w = test::check_deterministic_suite(comm, true);
+    problems.insert(problems.end(), w.begin(), w.end());
+  }
+  for (size_t i = 0; i < std::min<size_t>(problems.size(), 20); ++i)
+    std::printf("rank %d: deterministic: %s\n", comm.rank(), problems[i].c_str());
+  int64_t bad = static_cast<int64_t>(problems.size());
+  comm.allreduce(&bad, &bad, 1, DataType::int64, ReduceOp::sum);
+  if (comm.rank() == 0 && bad == 0) std::printf("DETERMINISTIC OK %d ranks\n", comm.size());
+  return bad == 0 ? 0 : 1;
+}
+
 // Communicator::recv_any (support/recv_any_check.h).
 int run_recv_any_mode() {
   Communicator comm = init_from_env();
@@ -693,6 +716,7 @@ int main(int argc, char** argv) {
     if (mode == "init") return chorus::run_init_mode();
     if (mode == "split") return chorus::run_split_mode();
     if (mode == "recv-any") return chorus::run_recv_any_mode();
+    if (mode == "deterministic") return chorus::run_deterministic_mode();
     if (mode == "mismatch") return chorus::run_mismatch_mode();
     if (mode == "stop") return chorus::run_stop_mode();
     if (mode == "window-kill" && argc > 2) return chorus::run_window_kill_mode(std::atoi(argv[2]));

@@ -1,0 +1,579 @@
+// Fixed forms and the one rounding back (core/exact_sum.h).
+//
+// float32 and bfloat16 take the fast road through doubles: a float32 times a
+// power of two is exact in a double, and adding 1.5 * 2^52 rounds it to an
+// integer (ties to even) in the low bits, which is the fixed form. Back, an
+// integer sum below 2^51 is exact in a double, a power of two scales it
+// exactly, and the one conversion to float32 rounds it once. Sums of 2^51 and
+// more (dozens of ranks near the block's largest value), avg and the other
+// types go through round_to_format, which works on the integers alone. The
+// loops are built twice, for the baseline ISA and for AVX2, as the reduction
+// kernels are.
+#include "core/exact_sum.h"
+
+#include "core/check.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+namespace chorus::exact {
+namespace {
+
+using u128 = UInt128;
+
+// float32 and bfloat16: q = x * 2^(kShift32 - E) for the block's biased
+// exponent E, so that the block's largest value, below 2^(E - 126), gives
+// |q| < 2^46 (kFraction32).
+constexpr int kFraction32 = 46;
+constexpr int kShift32 = 126 + kFraction32;  // 172
+// float64: q = x * 2^(kShift64 - E) < 2^92, in lanes of kLane64 bits.
+constexpr int kFraction64 = 92;
+constexpr int kShift64 = 1022 + kFraction64;  // 1114
+constexpr int kLane64 = 46;
+// float16: q = x * 2^24, exact for every finite float16 (below 2^16).
+constexpr int kShift16 = 24;
+
+// Adding it to a double below 2^51 in magnitude leaves round(x) in the low
+// bits of the sum's representation.
+constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+const uint64_t kMagicBits = std::bit_cast<uint64_t>(kMagic);
+
+// Special counts: one field of 21 bits each, so that kMaxRanks fit.
+constexpr int kCountBits = 21;
+constexpr int64_t kPosInf = 1;
+constexpr int64_t kNegInf = int64_t{1} << kCountBits;
+constexpr int64_t kNaN = int64_t{1} << (2 * kCountBits);
+constexpr int64_t kCountMask = (int64_t{1} << kCountBits) - 1;
+
+double pow2(int e) {
+  CHORUS_CHECK(e > -1023 && e < 1024);
+  return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52);
+}
+
+int bit_length(u128 v) {
+  const uint64_t hi = static_cast<uint64_t>(v >> 64);
+  if (hi != 0) return 128 - std::countl_zero(hi);
+  const uint64_t lo = static_cast<uint64_t>(v);
+  return lo == 0 ? 0 : 64 - std::countl_zero(lo);
+}
+
+struct Format {
+  int mantissa;
+  int exponent;
+};
+constexpr Format kHalfFormat{10, 5};
+constexpr Format kBfloatFormat{7, 8};
+constexpr Format kSingleFormat{23, 8};
+constexpr Format kDoubleFormat{52, 11};
+
+uint64_t quiet_nan(Format f) {
+  return ((uint64_t{1} << f.exponent) - 1) << f.mantissa | uint64_t{1} << (f.mantissa - 1);
+}
+uint64_t infinity(Format f, bool negative) {
+  const uint64_t sign = negative ? uint64_t{1} << (f.mantissa + f.exponent) : 0;
+  return sign | ((uint64_t{1} << f.exponent) - 1) << f.mantissa;
+}
+
+// The result that summed special counts force, if any.
+bool special_result(int64_t counts, Format f, uint64_t* bits) {
+  if (counts == 0) return false;
+  const bool pos = (counts & kCountMask) != 0;
+  const bool neg = ((counts >> kCountBits) & kCountMask) != 0;
+  const bool nan = (counts >> (2 * kCountBits)) != 0;
+  if (nan || (pos && neg))
+    *bits = quiet_nan(f);
+  else
+    *bits = infinity(f, neg);
+  return true;
+}
+
+// ---- float32 / bfloat16, the fast road ----------------------------------
+
+inline float bf16_to_float(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+
+template <bool kBfloat>
+[[gnu::always_inline]] inline float load32(const void* x, size_t i) {
+  if constexpr (kBfloat)
+    return bf16_to_float(static_cast<const uint16_t*>(x)[i]);
+  else
+    return static_cast<const float*>(x)[i];
+}
+
+template <bool kBfloat>
+[[gnu::always_inline]] inline void scales32(const void* x, size_t count, size_t first,
+                                            int32_t* scales, bool* special) {
+  uint32_t any_special = 0;
+  for (size_t i = 0; i < count;) {
+    const size_t b = (first + i) / kBlock;
+    const size_t end = std::min(count, (b + 1) * kBlock - first);
+    uint32_t top = 0;
+    for (size_t j = i; j < end; ++j) {
+      const uint32_t a = std::bit_cast<uint32_t>(load32<kBfloat>(x, j)) & 0x7fffffffu;
+      const bool finite = a < 0x7f800000u;
+      top = std::max(top, finite ? a : 0u);
+      any_special |= finite ? 0u : 1u;
+    }
+    const int32_t code = top == 0 ? 0 : std::max<int32_t>(static_cast<int32_t>(top >> 23), 1);
+    scales[b] = std::max(scales[b], code);
+    i = end;
+  }
+  if (any_special != 0) *special = true;
+}
+
+template <bool kBfloat>
+[[gnu::always_inline]] inline void fixed32(const void* x, size_t count, size_t first,
+                                           const int32_t* scales, int64_t* out, bool accumulate) {
+  for (size_t i = 0; i < count;) {
+    const size_t b = (first + i) / kBlock;
+    const size_t end = std::min(count, (b + 1) * kBlock - first);
+    const double mult = pow2(kShift32 - std::max(scales[b], 1));
+    for (size_t j = i; j < end; ++j) {
+      const float v = load32<kBfloat>(x, j);
+      const bool finite = (std::bit_cast<uint32_t>(v) & 0x7f800000u) != 0x7f800000u;
+      const double t = finite ? static_cast<double>(v) * mult : 0.0;
+      const auto q = static_cast<int64_t>(std::bit_cast<uint64_t>(t + kMagic) - kMagicBits);
+      out[j] = accumulate ? static_cast<int64_t>(static_cast<uint64_t>(out[j]) +
+                                                 static_cast<uint64_t>(q))
+                          : q;
+    }
+    i = end;
+  }
+}
+
+// Whether every sum in [0, n) lies in (-2^51, 2^51), where a double holds it.
+[[gnu::always_inline]] inline bool doubles_hold(const int64_t* s, size_t n) {
+  uint64_t out = 0;
+  for (size_t j = 0; j < n; ++j)
+    out |= (static_cast<uint64_t>(s[j]) + (uint64_t{1} << 51)) >> 52;
+  return out == 0;
+}
+
+[[gnu::always_inline]] inline double exact_double(int64_t s) {
+  return std::bit_cast<double>(static_cast<uint64_t>(s) + kMagicBits) - kMagic;
+}
+
+// The float32 nearest to d that keeps d's inexactness in its last bit
+// (rounding to odd), so that rounding it again to bfloat16 rounds d once.
+[[gnu::always_inline]] inline uint32_t float_round_to_odd(double d) {
+  const float f = static_cast<float>(d);
+  const double back = static_cast<double>(f);
+  const uint32_t inexact = back != d ? 1u : 0u;
+  const uint32_t beyond = (inexact != 0 && std::abs(back) > std::abs(d)) ? 1u : 0u;
+  return (std::bit_cast<uint32_t>(f) - beyond) | inexact;
+}
+
+[[gnu::always_inline]] inline uint16_t bf16_nearest(uint32_t u) {
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <bool kBfloat>
+[[gnu::always_inline]] inline void back32_block(const int64_t* s, size_t n, double scale,
+                                                void* out, size_t at) {
+  if constexpr (kBfloat) {
+    uint16_t* o = static_cast<uint16_t*>(out) + at;
+    for (size_t j = 0; j < n; ++j) o[j] = bf16_nearest(float_round_to_odd(exact_double(s[j]) * scale));
+  } else {
+    float* o = static_cast<float*>(out) + at;
+    for (size_t j = 0; j < n; ++j) o[j] = static_cast<float>(exact_double(s[j]) * scale);
+  }
+}
+
+// from_fixed for float32 and bfloat16, divisor 1, no specials: blocks whose
+// sums a double holds take the fast road, the others round_to_format.
+template <bool kBfloat>
+[[gnu::always_inline]] inline void back32(const int64_t* sums, size_t count, size_t first,
+                                          const int32_t* scales, void* out) {
+  const Format f = kBfloat ? kBfloatFormat : kSingleFormat;
+  for (size_t i = 0; i < count;) {
+    const size_t b = (first + i) / kBlock;
+    const size_t end = std::min(count, (b + 1) * kBlock - first);
+    const int e = std::max(scales[b], 1) - kShift32;
+    if (doubles_hold(sums + i, end - i)) {
+      back32_block<kBfloat>(sums + i, end - i, pow2(e), out, i);
+    } else {
+      for (size_t j = i; j < end; ++j) {
+        const uint64_t bits = round_to_format(sums[j], e, 1, f.mantissa, f.exponent);
+        if constexpr (kBfloat)
+          static_cast<uint16_t*>(out)[j] = static_cast<uint16_t>(bits);
+        else
+          static_cast<uint32_t*>(out)[j] = static_cast<uint32_t>(bits);
+      }
+    }
+    i = end;
+  }
+}
+
+struct Kernels {
+  void (*scales_f32)(const void*, size_t, size_t, int32_t*, bool*);
+  void (*scales_bf16)(const void*, size_t, size_t, int32_t*, bool*);
+  void (*fixed_f32)(const void*, size_t, size_t, const int32_t*, int64_t*, bool);
+  void (*fixed_bf16)(const void*, size_t, size_t, const int32_t*, int64_t*, bool);
+  void (*back_f32)(const int64_t*, size_t, size_t, const int32_t*, void*);
+  void (*back_bf16)(const int64_t*, size_t, size_t, const int32_t*, void*);
+};
+
+#define CHORUS_EXACT_KERNELS(attr, name)                                                        \
+  attr void name##_scales_f32(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {       \
+    scales32<false>(x, n, f, s, sp);                                                            \
+  }                                                                                             \
+  attr void name##_scales_bf16(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {      \
+    scales32<true>(x, n, f, s, sp);                                                             \
+  }                                                                                             \
+  attr void name##_fixed_f32(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,  \
+                             bool acc) {                                                        \
+    fixed32<false>(x, n, f, s, o, acc);                                                         \
+  }                                                                                             \
+  attr void name##_fixed_bf16(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o, \
+                              bool acc) {                                                       \
+    fixed32<true>(x, n, f, s, o, acc);                                                          \
+  }                                                                                             \
+  attr void name##_back_f32(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) { \
+    back32<false>(q, n, f, s, o);                                                               \
+  }                                                                                             \
+  attr void name##_back_bf16(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) { \
+    back32<true>(q, n, f, s, o);                                                                \
+  }
+
+CHORUS_EXACT_KERNELS(, baseline)
+#if defined(__x86_64__)
+CHORUS_EXACT_KERNELS([[gnu::target("avx2")]], avx2)
+#endif
+#undef CHORUS_EXACT_KERNELS
+
+Kernels pick_kernels() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2"))
+    return {avx2_scales_f32, avx2_scales_bf16, avx2_fixed_f32,
+            avx2_fixed_bf16, avx2_back_f32,    avx2_back_bf16};
+#endif
+  return {baseline_scales_f32, baseline_scales_bf16, baseline_fixed_f32,
+          baseline_fixed_bf16, baseline_back_f32,    baseline_back_bf16};
+}
+
+const Kernels& kernels() {
+  static const Kernels k = pick_kernels();
+  return k;
+}
+
+// ---- float64 and float16, on integers -----------------------------------
+
+// |x| = sig * 2^(e - bias - mantissa), e the biased exponent (1 for
+// subnormals), sig with its implicit bit.
+struct Parts {
+  bool negative;
+  uint64_t sig;
+  int e;
+};
+Parts parts(uint64_t bits, Format f) {
+  const uint64_t field = (bits >> f.mantissa) & ((uint64_t{1} << f.exponent) - 1);
+  const uint64_t m = bits & ((uint64_t{1} << f.mantissa) - 1);
+  const bool negative = (bits >> (f.mantissa + f.exponent)) != 0;
+  if (field == 0) return {negative, m, 1};
+  return {negative, m | uint64_t{1} << f.mantissa, static_cast<int>(field)};
+}
+
+// sig * 2^shift rounded to an integer, ties to even.
+Int128 shift_round(uint64_t sig, int shift) {
+  if (shift >= 0) return static_cast<Int128>(sig) << shift;
+  if (shift < -64) return 0;
+  const int s = -shift;
+  const uint64_t whole = s == 64 ? 0 : sig >> s;
+  const uint64_t half = uint64_t{1} << (s - 1);
+  const uint64_t rest = s == 64 ? sig : sig & ((uint64_t{1} << s) - 1);
+  const bool up = rest > half || (rest == half && (whole & 1) != 0);
+  return static_cast<Int128>(whole + (up ? 1 : 0));
+}
+
+uint64_t load_bits(DataType type, const void* x, size_t i) {
+  if (type == DataType::float64) return static_cast<const uint64_t*>(x)[i];
+  return static_cast<const uint16_t*>(x)[i];
+}
+
+bool is_special(uint64_t bits, Format f) {
+  const uint64_t ones = (uint64_t{1} << f.exponent) - 1;
+  return ((bits >> f.mantissa) & ones) == ones;
+}
+
+Format format_of(DataType type) {
+  switch (type) {
+    case DataType::float16:
+      return kHalfFormat;
+    case DataType::bfloat16:
+      return kBfloatFormat;
+    case DataType::float32:
+      return kSingleFormat;
+    case DataType::float64:
+      return kDoubleFormat;
+    default:
+      CHORUS_CHECK(false);
+  }
+  return kSingleFormat;
+}
+
+void store_bits(DataType type, void* out, size_t i, uint64_t bits) {
+  switch (dtype_size(type)) {
+    case 2:
+      static_cast<uint16_t*>(out)[i] = static_cast<uint16_t>(bits);
+      break;
+    case 4:
+      static_cast<uint32_t*>(out)[i] = static_cast<uint32_t>(bits);
+      break;
+    default:
+      static_cast<uint64_t*>(out)[i] = bits;
+  }
+}
+
+uint64_t element_bits(DataType type, const void* x, size_t i) {
+  switch (dtype_size(type)) {
+    case 2:
+      return static_cast<const uint16_t*>(x)[i];
+    case 4:
+      return static_cast<const uint32_t*>(x)[i];
+    default:
+      return static_cast<const uint64_t*>(x)[i];
+  }
+}
+
+// The exact sum of element i as an integer, and the power of two it counts.
+Int128 sum_of(DataType type, const int64_t* sums, size_t i) {
+  if (type != DataType::float64) return sums[i];
+  return static_cast<Int128>(sums[2 * i + 1]) * (int64_t{1} << kLane64) + sums[2 * i];
+}
+int unit_exponent(DataType type, const int32_t* scales, size_t element) {
+  switch (type) {
+    case DataType::float16:
+      return -kShift16;
+    case DataType::float64:
+      return std::max(scales[element / kBlock], 1) - kShift64;
+    default:
+      return std::max(scales[element / kBlock], 1) - kShift32;
+  }
+}
+
+}  // namespace
+
+bool applies(DataType type, ReduceOp op) {
+  const bool floating = type == DataType::float16 || type == DataType::bfloat16 ||
+                        type == DataType::float32 || type == DataType::float64;
+  return floating && (op == ReduceOp::sum || op == ReduceOp::avg);
+}
+
+bool order_independent(DataType type, ReduceOp op) {
+  const bool floating = type == DataType::float16 || type == DataType::bfloat16 ||
+                        type == DataType::float32 || type == DataType::float64;
+  return !(floating && op == ReduceOp::prod);
+}
+
+size_t lanes(DataType type) {
+  return type == DataType::float64 ? 2 : 1;
+}
+
+bool has_scales(DataType type) {
+  return type != DataType::float16;
+}
+
+int exact_binades(DataType type) {
+  switch (type) {
+    case DataType::float16:
+      return 40;
+    case DataType::bfloat16:
+      return kFraction32 - 8;
+    case DataType::float64:
+      return kFraction64 - 53;
+    default:
+      return kFraction32 - 24;
+  }
+}
+
+void max_scales(DataType type, const void* x, size_t count, size_t first, int32_t* scales,
+                bool* special) {
+  switch (type) {
+    case DataType::float32:
+      return kernels().scales_f32(x, count, first, scales, special);
+    case DataType::bfloat16:
+      return kernels().scales_bf16(x, count, first, scales, special);
+    case DataType::float16:
+    case DataType::float64: {
+      const Format f = format_of(type);
+      const uint64_t magnitude = (uint64_t{1} << (f.mantissa + f.exponent)) - 1;
+      for (size_t i = 0; i < count; ++i) {
+        const uint64_t bits = load_bits(type, x, i);
+        if (is_special(bits, f)) {
+          *special = true;
+          continue;
+        }
+        if (type == DataType::float16 || (bits & magnitude) == 0) continue;
+        int32_t& s = scales[(first + i) / kBlock];
+        s = std::max(s, static_cast<int32_t>(parts(bits, f).e));
+      }
+      return;
+    }
+    default:
+      CHORUS_CHECK(false);
+  }
+}
+
+void to_fixed(DataType type, const void* x, size_t count, size_t first, const int32_t* scales,
+              int64_t* out, bool accumulate) {
+  switch (type) {
+    case DataType::float32:
+      return kernels().fixed_f32(x, count, first, scales, out, accumulate);
+    case DataType::bfloat16:
+      return kernels().fixed_bf16(x, count, first, scales, out, accumulate);
+    case DataType::float16:
+    case DataType::float64: {
+      const Format f = format_of(type);
+      const bool wide = type == DataType::float64;
+      for (size_t i = 0; i < count; ++i) {
+        const uint64_t bits = load_bits(type, x, i);
+        Int128 q = 0;
+        if (!is_special(bits, f)) {
+          const Parts p = parts(bits, f);
+          // float16: q = x * 2^24 = sig * 2^(e - 1). float64: q = sig *
+          // 2^(e - E + 39), E the block's exponent.
+          const int shift =
+              wide ? p.e - std::max(scales[(first + i) / kBlock], 1) + (kFraction64 - 53) : p.e - 1;
+          q = shift_round(p.sig, shift);
+          if (p.negative) q = -q;
+        }
+        if (!wide) {
+          const auto v = static_cast<int64_t>(q);
+          out[i] = accumulate ? out[i] + v : v;
+          continue;
+        }
+        // Two lanes: the low kLane64 bits (0 <= lo < 2^46) and the rest.
+        const auto lo = static_cast<int64_t>(q & ((Int128{1} << kLane64) - 1));
+        const auto hi = static_cast<int64_t>((q - lo) / (Int128{1} << kLane64));
+        out[2 * i] = accumulate ? out[2 * i] + lo : lo;
+        out[2 * i + 1] = accumulate ? out[2 * i + 1] + hi : hi;
+      }
+      return;
+    }
+    default:
+      CHORUS_CHECK(false);
+  }
+}
+
+void special_counts(DataType type, const void* x, size_t count, int64_t* out, bool accumulate) {
+  const Format f = format_of(type);
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t bits = element_bits(type, x, i);
+    int64_t c = 0;
+    if (is_special(bits, f)) {
+      const bool nan = (bits & ((uint64_t{1} << f.mantissa) - 1)) != 0;
+      const bool negative = (bits >> (f.mantissa + f.exponent)) != 0;
+      c = nan ? kNaN : negative ? kNegInf : kPosInf;
+    }
+    out[i] = accumulate ? out[i] + c : c;
+  }
+}
+
+void from_fixed(DataType type, const int64_t* sums, size_t count, size_t first,
+                const int32_t* scales, uint32_t divisor, const int64_t* specials, void* out) {
+  CHORUS_CHECK(divisor >= 1);
+  if (divisor == 1 && type == DataType::float32) {
+    kernels().back_f32(sums, count, first, scales, out);
+  } else if (divisor == 1 && type == DataType::bfloat16) {
+    kernels().back_bf16(sums, count, first, scales, out);
+  } else {
+    const Format f = format_of(type);
+    for (size_t i = 0; i < count; ++i)
+      store_bits(type, out, i,
+                 round_to_format(sum_of(type, sums, i), unit_exponent(type, scales, first + i),
+                                 divisor, f.mantissa, f.exponent));
+  }
+  if (specials == nullptr) return;
+  const Format f = format_of(type);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t bits = 0;
+    if (special_result(specials[i], f, &bits)) store_bits(type, out, i, bits);
+  }
+}
+
+void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t divisor,
+                  void* out) {
+  CHORUS_CHECK(n >= 1);
+  // Tiles of whole blocks, small enough that a tile's fixed forms stay in
+  // the first-level caches while every contribution adds into them.
+  constexpr size_t kTile = 32 * kBlock;
+  const size_t es = dtype_size(type);
+  int32_t scales[kTile / kBlock];
+  int64_t acc[kTile * 2];
+  int64_t counts[kTile];
+  const auto* base = static_cast<const std::byte*>(all);
+  auto* dst = static_cast<std::byte*>(out);
+  for (size_t t0 = 0; t0 < count; t0 += kTile) {
+    const size_t m = std::min(kTile, count - t0);
+    std::fill(std::begin(scales), std::end(scales), 0);
+    bool special = false;
+    for (int r = 0; r < n; ++r)
+      max_scales(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, &special);
+    for (int r = 0; r < n; ++r)
+      to_fixed(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, acc, r > 0);
+    if (special)
+      for (int r = 0; r < n; ++r)
+        special_counts(type, base + (static_cast<size_t>(r) * count + t0) * es, m, counts, r > 0);
+    from_fixed(type, acc, m, 0, scales, divisor, special ? counts : nullptr, dst + t0 * es);
+  }
+}
+
+uint64_t round_to_format(Int128 value, int exponent, uint32_t divisor, int mantissa_bits,
+                         int exponent_bits) {
+  CHORUS_CHECK(divisor >= 1);
+  if (value == 0) return 0;
+  const bool negative = value < 0;
+  u128 m = negative ? -static_cast<u128>(value) : static_cast<u128>(value);
+  bool sticky = false;
+  if (divisor > 1) {
+    // Widen to 126 bits first, so that the quotient keeps far more bits than
+    // any format and the remainder only decides ties.
+    const int len = bit_length(m);
+    if (len < 126) {
+      m <<= 126 - len;
+      exponent -= 126 - len;
+    }
+    sticky = m % divisor != 0;
+    m /= divisor;
+  }
+  const int p = mantissa_bits + 1;
+  const int bias = (1 << (exponent_bits - 1)) - 1;
+  const int emin = 1 - bias;
+  const int top = bit_length(m) - 1 + exponent;  // the exponent of the leading bit
+  int lsb = std::max(top - (p - 1), emin - (p - 1));
+  const int shift = lsb - exponent;  // bits of m below the result's last place
+  u128 sig = 0;
+  if (shift <= 0) {
+    sig = m << -shift;
+  } else {
+    bool half = false;
+    bool rest = sticky;
+    if (shift <= 128) {
+      half = ((m >> (shift - 1)) & 1) != 0;
+      const u128 below = shift == 1 ? 0 : m & ((u128{1} << (shift - 1)) - 1);
+      rest = rest || below != 0;
+      sig = shift == 128 ? 0 : m >> shift;
+    } else {
+      rest = true;
+    }
+    if (half && (rest || (sig & 1) != 0)) ++sig;
+    if ((sig >> p) != 0) {
+      sig >>= 1;
+      ++lsb;
+    }
+  }
+  const uint64_t sign = negative ? uint64_t{1} << (mantissa_bits + exponent_bits) : 0;
+  if (sig == 0) return sign;
+  const uint64_t ones = (uint64_t{1} << exponent_bits) - 1;
+  const uint64_t field =
+      (sig >> (p - 1)) == 0 ? 0 : static_cast<uint64_t>(lsb + (p - 1) + bias);  // 0: subnormal
+  if (field >= ones) return sign | ones << mantissa_bits;
+  return sign | field << mantissa_bits |
+         (static_cast<uint64_t>(sig) & ((uint64_t{1} << mantissa_bits) - 1));
+}
+
+}  // namespace chorus::exact

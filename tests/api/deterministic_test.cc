@@ -1,0 +1,173 @@
+// Deterministic reductions through the API (CallOptions::deterministic), on
+// ranks as threads: every AllReduce, ReduceScatter and Reduce algorithm at
+// every N from 1 to 16 gives the bits of the contributions' deterministic
+// sum (support/deterministic_check.h), with zeros on the added ranks and
+// the contributions on permuted ranks; the errors and the fast paths.
+#include "support/deterministic_check.h"
+
+#include "core/exact_sum.h"
+
+#include <chorus/chorus.h>
+#include <chorus/testing.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+namespace chorus::test {
+namespace {
+
+void expect_suite(int n, bool windows) {
+  std::mutex mu;
+  std::vector<std::string> wrong;
+  testing::run_ranks(n, [&](Communicator& comm) {
+    std::vector<std::string> w = check_deterministic_suite(comm, windows);
+    std::lock_guard lock(mu);
+    wrong.insert(wrong.end(), w.begin(), w.end());
+  });
+  for (size_t i = 0; i < std::min<size_t>(wrong.size(), 20); ++i) ADD_FAILURE() << wrong[i];
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " mismatches";
+}
+
+class DeterministicRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeterministicRanks, EveryAlgorithmGivesTheSameBits) {
+  expect_suite(GetParam(), false);
+}
+
+#ifdef CHORUS_REDUCED_GRIDS
+INSTANTIATE_TEST_SUITE_P(N, DeterministicRanks, ::testing::Values(1, 2, 3, 4, 5));
+#else
+INSTANTIATE_TEST_SUITE_P(N, DeterministicRanks, ::testing::Range(1, 17));
+#endif
+
+TEST(Deterministic, WindowBuffersGiveTheSameBits) {
+  expect_suite(2, true);
+  expect_suite(4, true);
+}
+
+// One call across many pieces (core: kPiece elements each) and far past the
+// caches: 2^27 float32 per rank, 1 GiB over the job.
+TEST(Deterministic, OneGibibyteCallEqualsItsParts) {
+  const int n = 2;
+  const size_t count = size_t{1} << 27;
+  std::atomic<int> wrong{0};
+  testing::run_ranks(n, [&](Communicator& comm) {
+    std::vector<std::byte> in = wide_values(DataType::float32, count, 5, comm.rank(), n);
+    std::vector<float> out(count);
+    CallOptions o;
+    o.deterministic = true;
+    comm.allreduce(in.data(), out.data(), count, DataType::float32, ReduceOp::sum, o);
+    // The same elements in a call of their own block's size, far into the
+    // call: the bits must not depend on the size of the call.
+    for (size_t at : {size_t{0}, (size_t{1} << 22) - 64, (size_t{1} << 26) + 4096, count - 64}) {
+      std::vector<float> part(64);
+      comm.allreduce(in.data() + at * 4, part.data(), 64, DataType::float32, ReduceOp::sum, o);
+      if (std::memcmp(part.data(), out.data() + at, 64 * 4) != 0) ++wrong;
+    }
+    if (comm.rank() == 0) {
+      // And against the sum computed without communication, on a sample.
+      std::vector<std::byte> other = wide_values(DataType::float32, count, 5, 1, n);
+      for (size_t at = 0; at < count; at += 1'000'003) {
+        const size_t m = std::min<size_t>(64, count - at);
+        const size_t b = at / 64 * 64;
+        std::vector<std::byte> both(2 * 64 * 4);
+        std::memcpy(both.data(), in.data() + b * 4, 64 * 4);
+        std::memcpy(both.data() + 64 * 4, other.data() + b * 4, 64 * 4);
+        float want[64];
+        exact::sum_gathered(DataType::float32, both.data(), 64, 2, 1, want);
+        if (std::memcmp(want, out.data() + b, m * 4) != 0) ++wrong;
+      }
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(Deterministic, InfinitiesNaNsAndOverflowAsIeeeSummation) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Per element, what ranks 0, 1 and 2 hold.
+  // (Element 4 shares its block's scale with FLT_MAX: it is exact only
+  // within 22 binades of it, docs/ALGORITHMS.md.)
+  const float in[3][6] = {{inf, inf, nan, FLT_MAX, 0x1p120f, -FLT_MAX},
+                          {1, -inf, 1, FLT_MAX, 0x1p121f, -FLT_MAX},
+                          {2, 0, 2, 0, 0x1p110f, 0}};
+  for (const std::string algo : {"", "ring", "recursive_doubling"}) {
+    testing::run_ranks(3, [&](Communicator& comm) {
+      float out[6];
+      CallOptions o;
+      o.deterministic = true;
+      o.algorithm = algo;
+      comm.allreduce(in[comm.rank()], out, 6, DataType::float32, ReduceOp::sum, o);
+      EXPECT_EQ(out[0], inf) << algo;
+      EXPECT_TRUE(std::isnan(out[1])) << algo;  // inf + -inf
+      EXPECT_TRUE(std::isnan(out[2])) << algo;
+      EXPECT_EQ(out[3], inf) << algo;  // 2 * FLT_MAX overflows
+      EXPECT_EQ(out[4], 0x1p120f + 0x1p121f + 0x1p110f) << algo;  // exact
+      EXPECT_EQ(out[5], -inf) << algo;
+    });
+  }
+}
+
+TEST(Deterministic, FloatProdIsRefusedAndOtherOpsKeepTheirPath) {
+  testing::run_ranks(2, [&](Communicator& comm) {
+    CallOptions o;
+    o.deterministic = true;
+    float x[4] = {1, 2, 3, 4};
+    float y[4];
+    try {
+      comm.allreduce(x, y, 4, DataType::float32, ReduceOp::prod, o);
+      ADD_FAILURE() << "prod on float32 was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("prod"), std::string::npos) << e.what();
+    }
+    // max on floats and sums of integers are order independent: the ordinary call.
+    comm.allreduce(x, y, 4, DataType::float32, ReduceOp::max, o);
+    EXPECT_EQ(y[3], 4.0f);
+    int32_t a[3] = {comm.rank(), 7, -1};
+    int32_t b[3];
+    comm.allreduce(a, b, 3, DataType::int32, ReduceOp::sum, o);
+    EXPECT_EQ(b[0], 1);
+    EXPECT_EQ(b[1], 14);
+    EXPECT_EQ(b[2], -2);
+  });
+}
+
+TEST(Deterministic, RanksThatDisagreeRaiseMismatch) {
+  std::atomic<int> mismatches{0};
+  testing::run_ranks(2, [&](Communicator& comm) {
+    std::vector<float> x(1000, 1.0f);
+    std::vector<float> y(1000);
+    CallOptions o;
+    o.deterministic = comm.rank() == 0;
+    o.timeout = std::chrono::milliseconds(5000);
+    try {
+      comm.allreduce(x.data(), y.data(), x.size(), DataType::float32, ReduceOp::sum, o);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::mismatch) ++mismatches;
+    }
+  });
+  EXPECT_GE(mismatches.load(), 1);
+}
+
+TEST(Deterministic, AvgIsTheExactSumDividedOnce) {
+  testing::run_ranks(3, [&](Communicator& comm) {
+    // 1 + 1 + 2^-30 over 3 ranks: (2 + 2^-30) / 3 rounded once.
+    const float v[3] = {1.0f, 1.0f, 0x1p-30f};
+    float out = 0;
+    CallOptions o;
+    o.deterministic = true;
+    comm.allreduce(&v[comm.rank()], &out, 1, DataType::float32, ReduceOp::avg, o);
+    const double exact = (2.0 + std::ldexp(1.0, -30)) / 3.0;  // within 2^-53 relative
+    EXPECT_EQ(out, static_cast<float>(exact));
+  });
+}
+
+}  // namespace
+}  // namespace chorus::test
