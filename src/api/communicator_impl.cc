@@ -341,8 +341,10 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   if (empty || (size() == 1 && call.collective == Collective::barrier)) {
     // No message: a number all the same, so that the calls after it keep
     // theirs on every rank.
-    begin_call(collective_stamp(++collective_seq_, call.collective, 0, call.type, call.op,
-                                call.count, call.root));
+    CallStamp empty_stamp = collective_stamp(++collective_seq_, call.collective, 0, call.type,
+                                             call.op, call.count, call.root);
+    empty_stamp.part = part_;
+    begin_call(empty_stamp);
     auto work = new_work();
     work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
     const Deadline now = Clock::now();
@@ -389,8 +391,9 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   const auto call_start = learning != nullptr ? Clock::now() : Clock::time_point{};
   const Plan& plan = plan_for(spec, options, learned);
   const std::shared_ptr<const PreparedProgram> program = plan.program;
-  const CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id,
-                                           call.type, call.op, call.count, call.root);
+  CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id, call.type,
+                                     call.op, call.count, call.root);
+  stamp.part = part_;
   begin_call(stamp);
   // One-sided calls meet their peers before the first op (the exchanges of
   // prepare_one_sided), so their deadline starts here.

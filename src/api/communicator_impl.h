@@ -163,8 +163,10 @@ class CommunicatorImpl {
   // this communicator on integers.
   bool deterministic(const Call& call) const;
   std::shared_ptr<WorkState> submit_deterministic(const Call& call);
-  // Submits one part of a deterministic call and waits for it.
-  void run_part(const Call& part);
+  // Submits part k of a deterministic `whole` and waits for it; its stamp says
+  // so (CallStamp::part).
+  void run_part(Collective whole, uint32_t k, const Call& call);
+  uint32_t part_ = 0;  // CallStamp::part of the call being submitted
   // Their buffers, kept from call to call (each at most a piece's worth).
   struct DeterministicBuffers {
     std::vector<int32_t> scales;

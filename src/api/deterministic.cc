@@ -63,13 +63,21 @@ bool CommunicatorImpl::deterministic(const Call& call) const {
   if (!is_valid(call.type) || !is_valid(call.op)) return false;  // validate() says why
   if (!exact::order_independent(call.type, call.op))
     fail(ErrorCode::invalid_argument, CallSite{rank(), to_string(c)},
-         "a deterministic call reduces with sum, avg, min or max; prod on ",
-         to_string(call.type), " depends on the order of the ranks");
+         "a deterministic call reduces with sum, avg, min or max; prod on ", to_string(call.type),
+         " depends on the order of the ranks");
   return exact::applies(call.type, call.op);
 }
 
-void CommunicatorImpl::run_part(const Call& part) {
-  const std::shared_ptr<WorkState> work = submit_collective(part);
+void CommunicatorImpl::run_part(Collective whole, uint32_t k, const Call& call) {
+  part_ = part_of(whole, k);
+  std::shared_ptr<WorkState> work;
+  try {
+    work = submit_collective(call);
+  } catch (...) {
+    part_ = 0;
+    throw;
+  }
+  part_ = 0;
   wait(*work);
 }
 
@@ -89,8 +97,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
   auto part_options = [&](std::string algorithm) {
     CallOptions o;
     o.algorithm = std::move(algorithm);
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     o.timeout = std::chrono::milliseconds(std::max<long long>(left, 1));
     return o;
   };
@@ -110,7 +117,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
       for (size_t at = 0; at < call.count; at += kPiece) {
         const size_t m = std::min(kPiece, call.count - at);
         det_.gathered.resize(m * es * static_cast<size_t>(n));
-        run_part(Call::allgather(send + at * es, det_.gathered.data(), m, type, part_options("")));
+        run_part(c, 1,
+                 Call::allgather(send + at * es, det_.gathered.data(), m, type, part_options("")));
         exact::sum_gathered(type, det_.gathered.data(), m, n, divisor, recv + at * es);
       }
     } else if (c == Collective::reduce_scatter) {
@@ -121,7 +129,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
       bool special = false;
       exact::max_scales(type, send, total, 0, det_.scales.data(), &special);
       det_.scales[nb] = special ? 1 : 0;
-      run_part(Call::allreduce(det_.scales.data(), det_.scales.data(), nb + 1, DataType::int32,
+      run_part(c, 1,
+               Call::allreduce(det_.scales.data(), det_.scales.data(), nb + 1, DataType::int32,
                                ReduceOp::max, part_options("")));
       special = det_.scales[nb] != 0;
       for (size_t at = 0; at < rc; at += kPiece) {
@@ -133,8 +142,9 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
           exact::to_fixed(type, send + first * es, m, first, det_.scales.data(),
                           det_.fixed.data() + static_cast<size_t>(j) * m * w, false);
         }
-        run_part(Call::reduce_scatter(det_.fixed.data(), det_.result.data(), m * w,
-                                      DataType::int64, ReduceOp::sum, part_options(algorithm)));
+        run_part(c, 2,
+                 Call::reduce_scatter(det_.fixed.data(), det_.result.data(), m * w, DataType::int64,
+                                      ReduceOp::sum, part_options(algorithm)));
         if (special) {
           det_.specials.resize(m * static_cast<size_t>(n));
           det_.special_sums.resize(m);
@@ -143,7 +153,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
             exact::special_counts(type, send + first * es, m,
                                   det_.specials.data() + static_cast<size_t>(j) * m, false);
           }
-          run_part(Call::reduce_scatter(det_.specials.data(), det_.special_sums.data(), m,
+          run_part(c, 3,
+                   Call::reduce_scatter(det_.specials.data(), det_.special_sums.data(), m,
                                         DataType::int64, ReduceOp::sum, part_options(algorithm)));
         }
         exact::from_fixed(type, det_.result.data(), m, static_cast<size_t>(rank()) * rc + at,
@@ -159,7 +170,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
         bool special = false;
         exact::max_scales(type, send + at * es, m, 0, det_.scales.data(), &special);
         det_.scales[nb] = special ? 1 : 0;
-        run_part(Call::allreduce(det_.scales.data(), det_.scales.data(), nb + 1, DataType::int32,
+        run_part(c, 1,
+                 Call::allreduce(det_.scales.data(), det_.scales.data(), nb + 1, DataType::int32,
                                  ReduceOp::max, part_options("")));
         special = det_.scales[nb] != 0;
         det_.fixed.resize(m * w);
@@ -169,24 +181,28 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
           exact::special_counts(type, send + at * es, m, det_.specials.data(), false);
         }
         if (c == Collective::allreduce) {
-          run_part(Call::allreduce(det_.fixed.data(), det_.fixed.data(), m * w, DataType::int64,
+          run_part(c, 2,
+                   Call::allreduce(det_.fixed.data(), det_.fixed.data(), m * w, DataType::int64,
                                    ReduceOp::sum, part_options(algorithm)));
           if (special)
-            run_part(Call::allreduce(det_.specials.data(), det_.specials.data(), m, DataType::int64,
+            run_part(c, 3,
+                     Call::allreduce(det_.specials.data(), det_.specials.data(), m, DataType::int64,
                                      ReduceOp::sum, part_options(algorithm)));
         } else {
           det_.result.resize(m * w);
           det_.special_sums.resize(special ? m : 0);
-          run_part(Call::reduce(det_.fixed.data(), det_.result.data(), m * w, DataType::int64,
+          run_part(c, 2,
+                   Call::reduce(det_.fixed.data(), det_.result.data(), m * w, DataType::int64,
                                 ReduceOp::sum, call.root, part_options(algorithm)));
           if (special)
-            run_part(Call::reduce(det_.specials.data(), det_.special_sums.data(), m,
-                                  DataType::int64, ReduceOp::sum, call.root,
-                                  part_options(algorithm)));
+            run_part(
+                c, 3,
+                Call::reduce(det_.specials.data(), det_.special_sums.data(), m, DataType::int64,
+                             ReduceOp::sum, call.root, part_options(algorithm)));
         }
         if (!on_root) continue;
         const int64_t* sums = c == Collective::allreduce ? det_.fixed.data() : det_.result.data();
-        const int64_t* counts = !special                       ? nullptr
+        const int64_t* counts = !special                     ? nullptr
                                 : c == Collective::allreduce ? det_.specials.data()
                                                              : det_.special_sums.data();
         exact::from_fixed(type, sums, m, 0, det_.scales.data(), divisor, counts, recv + at * es);

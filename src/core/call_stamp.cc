@@ -46,6 +46,12 @@ std::string describe(const CallStamp& s, std::string_view algorithm) {
   }
   if (has_data(collective)) out += str_cat(", count ", s.count);
   if (rooted(collective)) out += str_cat(", root ", s.root);
+  if (s.part != 0) {
+    const auto whole = static_cast<Collective>((s.part >> 8) - 1);
+    out += is_valid(whole) && (s.part >> 8) != 0
+               ? str_cat("; part ", s.part & 0xff, " of a deterministic ", to_string(whole))
+               : str_cat("; part #", s.part);
+  }
   return out + ")";
 }
 

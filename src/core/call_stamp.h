@@ -42,7 +42,10 @@ struct CallStamp {
   uint8_t algorithm = 0;  // 1 + the algorithm's row in the registry; 0: none
   uint8_t type = 0;       // DataType
   uint8_t op = 0;         // ReduceOp (collectives that reduce; else 0)
-  uint32_t reserved = 0;  // zero
+  // 0 for a call of its own; for a part of a deterministic reduction
+  // (api/deterministic.cc), part_of(collective, k): its collective and the
+  // part's number, so that no part meets a user's call of the same shape.
+  uint32_t part = 0;
 
   static constexpr uint8_t kPointToPoint = 0xff;
 
@@ -55,11 +58,17 @@ static_assert(sizeof(CallStamp) == 24 && std::is_trivially_copyable_v<CallStamp>
 // reduces, `root` where it is rooted.
 CallStamp collective_stamp(uint32_t seq, Collective collective, uint8_t algorithm, DataType type,
                            ReduceOp op, uint64_t count, int root);
+// CallStamp::part of part k (1, 2, ...) of a deterministic `collective`.
+constexpr uint32_t part_of(Collective collective, uint32_t k) {
+  return (static_cast<uint32_t>(collective) + 1) << 8 | k;
+}
+
 // The stamp of point-to-point message `seq` on its ordered pair.
 CallStamp point_to_point_stamp(uint32_t seq, DataType type, uint64_t count, int tag);
 
 // The call in words, without its number: "allreduce(ring, float32 sum,
 // count 1000)", "broadcast(binomial, float32, count 1000, root 1)",
+// "allgather(ring, float32, count 8; part 1 of a deterministic allreduce)",
 // "point-to-point(int32, count 8, tag 0)". `algorithm` is the name of the
 // stamp's algorithm ("" when the stamp names none).
 std::string describe(const CallStamp& stamp, std::string_view algorithm);

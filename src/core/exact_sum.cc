@@ -136,9 +136,9 @@ template <bool kBfloat>
       const bool finite = (std::bit_cast<uint32_t>(v) & 0x7f800000u) != 0x7f800000u;
       const double t = finite ? static_cast<double>(v) * mult : 0.0;
       const auto q = static_cast<int64_t>(std::bit_cast<uint64_t>(t + kMagic) - kMagicBits);
-      out[j] = accumulate ? static_cast<int64_t>(static_cast<uint64_t>(out[j]) +
-                                                 static_cast<uint64_t>(q))
-                          : q;
+      out[j] = accumulate
+                   ? static_cast<int64_t>(static_cast<uint64_t>(out[j]) + static_cast<uint64_t>(q))
+                   : q;
     }
     i = end;
   }
@@ -147,8 +147,7 @@ template <bool kBfloat>
 // Whether every sum in [0, n) lies in (-2^51, 2^51), where a double holds it.
 [[gnu::always_inline]] inline bool doubles_hold(const int64_t* s, size_t n) {
   uint64_t out = 0;
-  for (size_t j = 0; j < n; ++j)
-    out |= (static_cast<uint64_t>(s[j]) + (uint64_t{1} << 51)) >> 52;
+  for (size_t j = 0; j < n; ++j) out |= (static_cast<uint64_t>(s[j]) + (uint64_t{1} << 51)) >> 52;
   return out == 0;
 }
 
@@ -171,11 +170,12 @@ template <bool kBfloat>
 }
 
 template <bool kBfloat>
-[[gnu::always_inline]] inline void back32_block(const int64_t* s, size_t n, double scale,
-                                                void* out, size_t at) {
+[[gnu::always_inline]] inline void back32_block(const int64_t* s, size_t n, double scale, void* out,
+                                                size_t at) {
   if constexpr (kBfloat) {
     uint16_t* o = static_cast<uint16_t*>(out) + at;
-    for (size_t j = 0; j < n; ++j) o[j] = bf16_nearest(float_round_to_odd(exact_double(s[j]) * scale));
+    for (size_t j = 0; j < n; ++j)
+      o[j] = bf16_nearest(float_round_to_odd(exact_double(s[j]) * scale));
   } else {
     float* o = static_cast<float*>(out) + at;
     for (size_t j = 0; j < n; ++j) o[j] = static_cast<float>(exact_double(s[j]) * scale);
@@ -217,21 +217,21 @@ struct Kernels {
 };
 
 #define CHORUS_EXACT_KERNELS(attr, name)                                                        \
-  attr void name##_scales_f32(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {       \
+  attr void name##_scales_f32(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {        \
     scales32<false>(x, n, f, s, sp);                                                            \
   }                                                                                             \
-  attr void name##_scales_bf16(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {      \
+  attr void name##_scales_bf16(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {       \
     scales32<true>(x, n, f, s, sp);                                                             \
   }                                                                                             \
-  attr void name##_fixed_f32(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,  \
+  attr void name##_fixed_f32(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,   \
                              bool acc) {                                                        \
     fixed32<false>(x, n, f, s, o, acc);                                                         \
   }                                                                                             \
-  attr void name##_fixed_bf16(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o, \
+  attr void name##_fixed_bf16(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,  \
                               bool acc) {                                                       \
     fixed32<true>(x, n, f, s, o, acc);                                                          \
   }                                                                                             \
-  attr void name##_back_f32(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) { \
+  attr void name##_back_f32(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) {  \
     back32<false>(q, n, f, s, o);                                                               \
   }                                                                                             \
   attr void name##_back_bf16(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) { \

@@ -98,8 +98,7 @@ void from_fixed(DataType type, const int64_t* sums, size_t count, size_t first,
 // (contribution r at all + r * count elements), divided by `divisor`, into
 // out: bitwise what the max-reduction of scales, the integer sum of fixed
 // forms and from_fixed give.
-void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t divisor,
-                  void* out);
+void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t divisor, void* out);
 
 // Rounds value * 2^exponent / divisor (value an integer of up to 127 bits
 // with its sign) once to the nearest of the format with `mantissa_bits`

@@ -107,7 +107,7 @@ TEST(Deterministic, InfinitiesNaNsAndOverflowAsIeeeSummation) {
       EXPECT_EQ(out[0], inf) << algo;
       EXPECT_TRUE(std::isnan(out[1])) << algo;  // inf + -inf
       EXPECT_TRUE(std::isnan(out[2])) << algo;
-      EXPECT_EQ(out[3], inf) << algo;  // 2 * FLT_MAX overflows
+      EXPECT_EQ(out[3], inf) << algo;                             // 2 * FLT_MAX overflows
       EXPECT_EQ(out[4], 0x1p120f + 0x1p121f + 0x1p110f) << algo;  // exact
       EXPECT_EQ(out[5], -inf) << algo;
     });

@@ -44,8 +44,8 @@ uint16_t nearest16(const Table16& t, double d, bool bfloat) {
   const size_t top = t.value.size() - 1;
   const double ulp = t.value[top] - t.value[top - 1];
   if (a >= t.value[top] + ulp / 2) return sign | (bfloat ? 0x7f80 : 0x7c00);
-  size_t hi = static_cast<size_t>(std::lower_bound(t.value.begin(), t.value.end(), a) -
-                                  t.value.begin());
+  size_t hi =
+      static_cast<size_t>(std::lower_bound(t.value.begin(), t.value.end(), a) - t.value.begin());
   if (hi > top) return sign | t.bits[top];
   if (t.value[hi] == a || hi == 0) return sign | t.bits[hi];
   const double below = a - t.value[hi - 1];
@@ -62,9 +62,8 @@ TEST(RoundToFormat, MatchesOneHardwareRoundingWhereADoubleHoldsTheValue) {
     const int e = static_cast<int>(rng() % 330) - 200;
     const double d = std::ldexp(static_cast<double>(v), e);  // exact: |v| < 2^53, in range
     const float f = static_cast<float>(d);                   // one rounding
-    ASSERT_EQ(round_to_format(v, e, 1, 23, 8), std::bit_cast<uint32_t>(f) == 0x80000000u && v == 0
-                                                   ? 0u
-                                                   : std::bit_cast<uint32_t>(f))
+    ASSERT_EQ(round_to_format(v, e, 1, 23, 8),
+              std::bit_cast<uint32_t>(f) == 0x80000000u && v == 0 ? 0u : std::bit_cast<uint32_t>(f))
         << v << " * 2^" << e;
     const int e64 = static_cast<int>(rng() % 2200) - 1160;
     const double d64 = std::ldexp(static_cast<double>(v), e64);
@@ -82,7 +81,8 @@ TEST(RoundToFormat, SixteenBitFormatsAgainstEveryValue) {
     std::mt19937_64 rng(bfloat ? 3 : 4);
     for (int i = 0; i < 100000; ++i) {
       const int64_t v = static_cast<int64_t>(rng() >> (11 + rng() % 50)) * (rng() & 1 ? -1 : 1);
-      const int e = bfloat ? static_cast<int>(rng() % 330) - 200 : static_cast<int>(rng() % 70) - 60;
+      const int e =
+          bfloat ? static_cast<int>(rng() % 330) - 200 : static_cast<int>(rng() % 70) - 60;
       const double d = std::ldexp(static_cast<double>(v), e);
       const uint16_t want = v == 0 ? 0 : nearest16(t, d, bfloat);
       ASSERT_EQ(round_to_format(v, e, 1, bfloat ? 7 : 10, bfloat ? 8 : 5), want)
@@ -107,7 +107,7 @@ TEST(RoundToFormat, DividedOnceNotTwice) {
     auto distance = [&](float x) {
       int exp = 0;
       const double m = std::frexp(static_cast<double>(x), &exp);  // x = m * 2^exp
-      const auto mant = static_cast<Int128>(std::ldexp(m, 53));     // x = mant * 2^(exp-53)
+      const auto mant = static_cast<Int128>(std::ldexp(m, 53));   // x = mant * 2^(exp-53)
       // |x*d - v| * 2^(53-exp+64) as an integer: both sides scaled by 2^64.
       const int shift = exp - 53 + 64;
       const Int128 xd = shift >= 0 ? (mant * d) << shift : (mant * d) >> -shift;
@@ -170,8 +170,10 @@ TEST(SumGathered, SixteenBitTypesAreTheExactSumRoundedOnce) {
           // float16: any finite value (all of its range is exact); bfloat16:
           // within 30 binades of the block.
           uint16_t b = static_cast<uint16_t>(rng());
-          if (bfloat) b = static_cast<uint16_t>((b & 0x807f) | ((100 + rng() % 30) << 7));
-          else if ((b & 0x7c00) == 0x7c00) b &= 0xbfff;
+          if (bfloat)
+            b = static_cast<uint16_t>((b & 0x807f) | ((100 + rng() % 30) << 7));
+          else if ((b & 0x7c00) == 0x7c00)
+            b &= 0xbfff;
           all.push_back(b);
         }
       std::vector<uint16_t> out(n);
@@ -248,8 +250,9 @@ TEST(SumGathered, ContributionOrderAndZeroContributionsChangeNoBit) {
     for (int j = 0; j < k; ++j) parts.push_back(random_bits(rng, n, ty.mant, ty.exp));
     auto run = [&](const std::vector<int>& order, int zeros) {
       std::vector<uint64_t> flat;
-      for (int j : order) flat.insert(flat.end(), parts[static_cast<size_t>(j)].begin(),
-                                      parts[static_cast<size_t>(j)].end());
+      for (int j : order)
+        flat.insert(flat.end(), parts[static_cast<size_t>(j)].begin(),
+                    parts[static_cast<size_t>(j)].end());
       flat.resize(flat.size() + static_cast<size_t>(zeros) * n, 0);
       std::vector<std::byte> all;
       store(ty.t, all, flat);
@@ -270,8 +273,8 @@ TEST(SumGathered, SpecialValuesAsIeeeSummation) {
   // Per element, three contributions, and the sum IEEE addition gives.
   const struct {
     float a, b, c;
-  } cases[] = {{inf, 1, 2},     {-inf, 1, -2},   {inf, -inf, 0},   {nan, 1, 2},
-               {inf, nan, 0},   {big, big, 0},   {-big, -big, 0},  {big, -big, 0x1p100f},
+  } cases[] = {{inf, 1, 2},      {-inf, 1, -2},    {inf, -inf, 0},       {nan, 1, 2},
+               {inf, nan, 0},    {big, big, 0},    {-big, -big, 0},      {big, -big, 0x1p100f},
                {big, big, -big}, {0.0f, -0.0f, 0}, {-0.0f, -0.0f, -0.0f}};
   const size_t n = std::size(cases);
   std::vector<float> all(3 * n);
@@ -287,12 +290,12 @@ TEST(SumGathered, SpecialValuesAsIeeeSummation) {
   EXPECT_TRUE(std::isnan(out[2]));
   EXPECT_TRUE(std::isnan(out[3]));
   EXPECT_TRUE(std::isnan(out[4]));
-  EXPECT_EQ(out[5], inf);   // the exact sum 2 * FLT_MAX rounds to infinity
+  EXPECT_EQ(out[5], inf);  // the exact sum 2 * FLT_MAX rounds to infinity
   EXPECT_EQ(out[6], -inf);
   // Exact: 2^100 lies on the grid of the block's scale (27 binades below
   // FLT_MAX's, within 22 + its trailing zeros). IEEE gives 2^100 too.
   EXPECT_EQ(out[7], 0x1p100f);
-  EXPECT_EQ(out[8], big);   // exact: FLT_MAX (IEEE left to right: inf)
+  EXPECT_EQ(out[8], big);  // exact: FLT_MAX (IEEE left to right: inf)
   EXPECT_EQ(std::bit_cast<uint32_t>(out[9]), 0u);
   // An exact zero is +0, also of -0s (so that ranks adding +0 change nothing).
   EXPECT_EQ(std::bit_cast<uint32_t>(out[10]), 0u);
@@ -314,8 +317,8 @@ TEST(FromFixed, FastRoadAgreesWithTheIntegerRounding) {
     from_fixed(t, sums.data(), n, 0, scales.data(), 1, nullptr, out.data());
     for (size_t i = 0; i < n; ++i) {
       const int e = std::max(scales[i / kBlock], 1) - 172;
-      const uint64_t want =
-          t == DataType::float32 ? round_to_format(sums[i], e, 1, 23, 8) : round_to_format(sums[i], e, 1, 7, 8);
+      const uint64_t want = t == DataType::float32 ? round_to_format(sums[i], e, 1, 23, 8)
+                                                   : round_to_format(sums[i], e, 1, 7, 8);
       uint64_t got = 0;
       std::memcpy(&got, out.data() + i * dtype_size(t), dtype_size(t));
       ASSERT_EQ(got, want) << to_string(t) << " sum " << sums[i] << " scale " << scales[i / kBlock];
@@ -330,12 +333,15 @@ TEST(ToFixed, OneContributionComesBackExactlyWithinTheExactRange) {
     const size_t n = 64 * 50;
     std::vector<std::byte> x(n * es);
     const int span = t == DataType::float16 ? 29 : exact_binades(t);
-    const int mant = t == DataType::float16 ? 10 : t == DataType::bfloat16 ? 7 : t == DataType::float32 ? 23 : 52;
+    const int mant = t == DataType::float16    ? 10
+                     : t == DataType::bfloat16 ? 7
+                     : t == DataType::float32  ? 23
+                                               : 52;
     const uint64_t top = t == DataType::float16 ? 30 : t == DataType::float64 ? 2000 : 200;
     for (size_t i = 0; i < n; ++i) {
       const uint64_t field = top - rng() % static_cast<uint64_t>(span + 1);
-      const uint64_t bits = (rng() & 1) << (es * 8 - 1) | field << mant |
-                            (rng() & ((uint64_t{1} << mant) - 1));
+      const uint64_t bits =
+          (rng() & 1) << (es * 8 - 1) | field << mant | (rng() & ((uint64_t{1} << mant) - 1));
       std::memcpy(x.data() + i * es, &bits, es);
     }
     std::vector<std::byte> out(n * es);

@@ -16,6 +16,11 @@
 //                 where the transport shares memory (for the algorithms that
 //                 also run without windows, which read window buffers as
 //                 ordinary memory, at the smallest N only)
+//   modes:        ordinary calls, and deterministic reductions
+//                 (CallOptions::deterministic) of the collectives that reduce:
+//                 every reducing row over threads (its algorithm carries the
+//                 integer pass), and the automatic choice (no algorithm
+//                 named: the gather road at N = 2) on every link
 //   N:            2 and 4 (the sanitizer builds: 2); an algorithm that serves
 //                 neither gets the smallest N from 3 to 8 that it serves
 //   faults:       the last rank ("odd") differs from the others in one respect
@@ -25,6 +30,8 @@
 //                   op                        max against sum (reducing ones)
 //                   root                      root 1 against 0 (rooted ones)
 //                   algorithm                 another algorithm of the collective
+//                   deterministic             the ordinary call where the others
+//                                             ask for a deterministic one
 //                 or something happens to a rank during the call
 //                   timeout   rank 0 has a 100 ms per-call timeout; the last
 //                             rank enters only after rank 0's call has ended
@@ -101,13 +108,15 @@ enum class Fault {
   op,
   root,
   algorithm,
+  deterministic,
   timeout,
   abort,
   kill
 };
 constexpr Fault kFaults[] = {
-    Fault::count_large, Fault::count_small, Fault::collective, Fault::dtype, Fault::op,
-    Fault::root,        Fault::algorithm,   Fault::timeout,    Fault::abort, Fault::kill};
+    Fault::count_large, Fault::count_small, Fault::collective, Fault::dtype,
+    Fault::op,          Fault::root,        Fault::algorithm,  Fault::deterministic,
+    Fault::timeout,     Fault::abort,       Fault::kill};
 
 std::string_view to_string(Fault f) {
   switch (f) {
@@ -125,6 +134,8 @@ std::string_view to_string(Fault f) {
       return "root";
     case Fault::algorithm:
       return "algorithm";
+    case Fault::deterministic:
+      return "deterministic";
     case Fault::timeout:
       return "timeout";
     case Fault::abort:
@@ -178,15 +189,22 @@ constexpr int kGridRanks[] = {2};
 constexpr int kGridRanks[] = {2, 4};
 #endif
 
+// The call a cell makes: an ordinary one, a deterministic one with the
+// cell's algorithm, or a deterministic one with none named (automatic).
+enum class Mode { ordinary, deterministic, automatic };
+
 struct Cell {
-  const Algorithm* algo;
+  const Algorithm* algo;  // automatic: names the collective only
   Link link;
   bool window;
   int n;
   Fault fault;
+  Mode mode = Mode::ordinary;
   std::string name() const {
-    std::string s = str_cat(to_string(link), "_", to_string(algo->collective), "_", algo->name,
-                            window ? "_window" : "_user", "_N", n, "_", to_string(fault));
+    std::string s =
+        str_cat(to_string(link), "_", to_string(algo->collective), "_",
+                mode == Mode::automatic ? "auto" : algo->name, window ? "_window" : "_user", "_N",
+                n, "_", to_string(fault), mode == Mode::ordinary ? "" : "_deterministic");
     for (char& ch : s)
       if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
     return s;
@@ -206,6 +224,7 @@ struct CallSpec {
   int root = 0;
   std::string algorithm;
   milliseconds timeout{10000};
+  bool deterministic = false;
 };
 
 CollectiveSpec spec_of(const CallSpec& c, int n, int rank, Link link) {
@@ -246,9 +265,11 @@ std::vector<int> ranks_for(const Algorithm& a, Link link) {
   return out;
 }
 
-bool applies(const Algorithm& a, Fault f, int n, Link link) {
+bool applies(const Algorithm& a, Fault f, int n, Link link, Mode mode) {
   const Collective c = a.collective;
   switch (f) {
+    case Fault::deterministic:
+      return mode != Mode::ordinary;
     case Fault::count_large:
     case Fault::count_small:
     case Fault::dtype:
@@ -258,10 +279,41 @@ bool applies(const Algorithm& a, Fault f, int n, Link link) {
     case Fault::root:
       return rooted(c);
     case Fault::algorithm:
-      return other_algorithm(a, n, link) != nullptr;
+      // The automatic choice may be any algorithm: no other is sure to differ.
+      return mode != Mode::automatic && other_algorithm(a, n, link) != nullptr;
     default:
       return true;
   }
+}
+
+// Deterministic reductions: every reducing row's integer pass over threads
+// at the smallest N, and the automatic choice of each reducing collective
+// on inproc, shm and tcp at every N (user buffers; and windows over shm).
+bool deterministic_mode(Collective c) {
+  return c == Collective::allreduce || c == Collective::reduce_scatter || c == Collective::reduce;
+}
+std::vector<Cell> deterministic_cells() {
+  std::vector<Cell> cells;
+  for (const Algorithm* a : registry_rows()) {
+    if (!deterministic_mode(a->collective)) continue;
+    const std::vector<int> ns = ranks_for(*a, Link::inproc);
+    if (ns.empty()) continue;
+    for (Fault f : kFaults)
+      if (applies(*a, f, ns.front(), Link::inproc, Mode::deterministic))
+        cells.push_back({a, Link::inproc, false, ns.front(), f, Mode::deterministic});
+  }
+  for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::reduce}) {
+    const Algorithm* first = algorithms_for(c).front();
+    for (Link link : {Link::inproc, Link::shm, Link::tcp})
+      for (bool window : {false, true}) {
+        if (window && link != Link::shm) continue;
+        for (int n : kGridRanks)
+          for (Fault f : kFaults)
+            if (applies(*first, f, n, link, Mode::automatic))
+              cells.push_back({first, link, window, n, f, Mode::automatic});
+      }
+  }
+  return cells;
 }
 
 std::vector<Cell> all_cells() {
@@ -277,8 +329,10 @@ std::vector<Cell> all_cells() {
         if (window && served(*a, 2, Link::tcp) && ns.size() > 1) ns = {ns.front()};
         for (int n : ns)
           for (Fault f : kFaults)
-            if (applies(*a, f, n, link)) cells.push_back({a, link, window, n, f});
+            if (applies(*a, f, n, link, Mode::ordinary))
+              cells.push_back({a, link, window, n, f, Mode::ordinary});
       }
+  for (const Cell& d : deterministic_cells()) cells.push_back(d);
   return cells;
 }
 
@@ -286,7 +340,8 @@ std::vector<Cell> all_cells() {
 CallSpec base_call(const Cell& cell) {
   CallSpec c;
   c.collective = cell.algo->collective;
-  c.algorithm = std::string(cell.algo->name);
+  c.algorithm = cell.mode == Mode::automatic ? "" : std::string(cell.algo->name);
+  c.deterministic = cell.mode != Mode::ordinary;
   if (c.collective == Collective::barrier) c.count = 0;
   return c;
 }
@@ -317,6 +372,9 @@ CallSpec odd_call(const Cell& cell) {
       break;
     case Fault::algorithm:
       c.algorithm = std::string(other_algorithm(*cell.algo, cell.n, cell.link)->name);
+      break;
+    case Fault::deterministic:
+      c.deterministic = false;
       break;
     default:
       break;
@@ -368,6 +426,7 @@ std::string run_call(Communicator& comm, const CallSpec& c, const Buffers& b) {
   CallOptions o;
   o.algorithm = c.algorithm;
   o.timeout = c.timeout;
+  o.deterministic = c.deterministic;
   if (!has_data(c.collective)) {
     comm.submit(Call::barrier(o)).wait();
     return {};
@@ -776,6 +835,10 @@ TEST(FaultGridCoverage, EveryRegistryRowIsReached) {
   std::string unreached;
   for (const Algorithm* a : registry_rows())
     for (Link link : kLinks) {
+      if (link == Link::inproc && deterministic_mode(a->collective) &&
+          std::none_of(cells.begin(), cells.end(),
+                       [&](const Cell& x) { return x.algo == a && x.mode == Mode::deterministic; }))
+        unreached += str_cat(to_string(a->collective), "/", a->name, ": no deterministic cell\n");
       bool served_somewhere = false;
       for (int n = 2; n <= 8; ++n) served_somewhere |= served(*a, n, link);
       if (!served_somewhere) continue;
@@ -792,12 +855,33 @@ TEST(FaultGridCoverage, EveryRegistryRowIsReached) {
         }
       for (Fault f : required)
         if (std::none_of(cells.begin(), cells.end(), [&](const Cell& x) {
-              return x.algo == a && x.link == link && x.fault == f;
+              return x.algo == a && x.link == link && x.fault == f && x.mode == Mode::ordinary;
             }))
           unreached += str_cat(to_string(c), "/", a->name, " over ", to_string(link), ": ",
                                to_string(f), "\n");
     }
   EXPECT_EQ(unreached, "") << "registry rows the fault grid does not reach";
+}
+
+// Deterministic reductions are a mode of every reducing collective: their
+// automatic choice meets every fault on every link that runs them, at
+// every N of the grid.
+TEST(FaultGridCoverage, DeterministicModeIsReachedOnEveryLink) {
+  const std::vector<Cell> cells = all_cells();
+  std::string unreached;
+  for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::reduce})
+    for (Link link : {Link::inproc, Link::shm, Link::tcp})
+      for (int n : kGridRanks)
+        for (Fault f : kFaults) {
+          if (f == Fault::algorithm || (f == Fault::root && !rooted(c))) continue;
+          if (std::none_of(cells.begin(), cells.end(), [&](const Cell& x) {
+                return x.mode == Mode::automatic && x.algo->collective == c && x.link == link &&
+                       x.n == n && x.fault == f;
+              }))
+            unreached += str_cat(to_string(c), " over ", to_string(link), " N=", n, ": ",
+                                 to_string(f), "\n");
+        }
+  EXPECT_EQ(unreached, "") << "deterministic calls the fault grid does not reach";
 }
 
 // The one-sided algorithms are in the grid with their buffers in windows.

@@ -109,3 +109,17 @@ def test_chorus_run_exports_torch_variables():
         ports.add(env["MASTER_PORT"])
     assert len(ports) == 1, f"the ranks were given different MASTER_PORTs: {ports}"
     assert ranks_reporting(proc, "ENV") == {0, 1, 2}
+
+
+def test_deterministic_bits_do_not_depend_on_rank_count_or_transport():
+    """deterministic=True: every algorithm gives the exact sum rounded once
+    (workers/numpy_deterministic.py); the result bits are the same for 2, 3
+    and 4 ranks over shm and tcp, and with CHORUS_DETERMINISTIC=1 alone."""
+    digests = set()
+    for n, transport, how in [(2, "shm", "kw"), (3, "tcp", "kw"), (4, "shm", "kw"), (4, "tcp", "kw"),
+                              (3, "shm", "env")]:
+        proc = launch(n, "numpy_deterministic.py", how, transport=transport, timeout=600,
+                      extra_env={"CHORUS_DETERMINISTIC": "1"} if how == "env" else None)
+        require_ok(proc, n, "numpy_deterministic OK")
+        digests |= set(re.findall(r"numpy_deterministic OK (\w+)", proc.stdout))
+    assert len(digests) == 1, f"the results differ between jobs: {digests}"

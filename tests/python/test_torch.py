@@ -86,3 +86,23 @@ def test_ddp_example_trains():
     m = re.search(r"^\[0\] chorus, 2 ranks: loss ([0-9.]+) -> ([0-9.]+)", proc.stdout, re.MULTILINE)
     assert m, proc.stdout
     assert float(m.group(2)) < 0.8 * float(m.group(1)), m.group(0)
+
+
+def test_deterministic_all_reduce_bits_do_not_depend_on_the_job():
+    """CHORUS_DETERMINISTIC=1 under torch.distributed: all_reduce is the exact
+    sum rounded once (workers/torch_deterministic.py), and its bits are the
+    same at 2, 3 and 4 ranks, over shm and tcp, whichever algorithm
+    CHORUS_ALGO names."""
+    digests = set()
+    algos = {"ring": "allreduce=ring,reduce_scatter=ring,reduce=binomial",
+             "other": "allreduce=halving_doubling,reduce_scatter=recursive_halving,"
+                      "reduce=pipelined_chain"}
+    for n, transport, algo in [(2, "shm", None), (3, "tcp", "ring"), (4, "shm", "other"),
+                               (4, "tcp", None)]:
+        env = {"CHORUS_DETERMINISTIC": "1"}
+        if algo:
+            env["CHORUS_ALGO"] = algos[algo]
+        proc = launch(n, "torch_deterministic.py", transport=transport, timeout=600, extra_env=env)
+        require_ok(proc, n, "torch_deterministic OK")
+        digests |= set(re.findall(r"torch_deterministic OK (\w+)", proc.stdout))
+    assert len(digests) == 1, f"the results differ between jobs: {digests}"

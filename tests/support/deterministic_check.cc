@@ -114,9 +114,9 @@ std::vector<std::byte> wide_values(DataType type, size_t count, uint64_t seed, i
 }
 
 std::string DeterministicCase::describe() const {
-  return str_cat(to_string(collective), " ", to_string(type), " ", to_string(op),
-                 " count=", count, " contributions=", contributions, " stride=", stride,
-                 " offset=", offset, window ? " window buffers" : "");
+  return str_cat(to_string(collective), " ", to_string(type), " ", to_string(op), " count=", count,
+                 " contributions=", contributions, " stride=", stride, " offset=", offset,
+                 window ? " window buffers" : "");
 }
 
 std::vector<std::string> check_deterministic(Communicator& comm, const DeterministicCase& c) {

@@ -27,8 +27,8 @@ struct DeterministicCase {
   Collective collective = Collective::allreduce;
   DataType type = DataType::float32;
   ReduceOp op = ReduceOp::sum;
-  size_t count = 0;        // the call's count (reduce_scatter: per rank)
-  int contributions = 1;   // ranks that hold data; the others hold zeros
+  size_t count = 0;       // the call's count (reduce_scatter: per rank)
+  int contributions = 1;  // ranks that hold data; the others hold zeros
   uint64_t seed = 1;
   // Which rank holds contribution j: (j * stride + offset) mod N, with
   // stride coprime to N (a permutation of the ranks).

@@ -23,7 +23,9 @@ Request new_request(const char* what) {
 }
 
 CallOptions options_of(const Request& r, const Keywords& kw) {
-  return call_options(kw.algorithm, kw.timeout, r.what);
+  CallOptions o = call_options(kw.algorithm, kw.timeout, r.what);
+  o.deterministic = kw.deterministic;
+  return o;
 }
 
 // x, the call's input, held while the call runs.

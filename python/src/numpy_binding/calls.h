@@ -1,7 +1,8 @@
 // The calls of chorus.Communicator (allreduce, ..., send, recv): each checks
 // its buffers, builds the chorus::Call and its result (a new array, or `out`)
 // and runs it through PyCommunicator::run, blocking or (async_op) not.
-//   comm.allreduce(x, "sum", out=None, algorithm=None, timeout=None, async_op=False)
+//   comm.allreduce(x, "sum", out=None, algorithm=None, timeout=None, async_op=False,
+//                  deterministic=False)
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -16,6 +17,8 @@ struct Keywords {
   std::optional<std::string> algorithm;
   std::optional<double> timeout;
   bool async_op = false;
+  // allreduce, reduce_scatter, reduce: CallOptions::deterministic.
+  bool deterministic = false;
 };
 
 // `self` is the chorus.Communicator; x, out and the results as module.cc

@@ -119,14 +119,17 @@ PYBIND11_MODULE(_chorus, m) {
       .def(
           "allreduce",
           [](py::object self, py::handle x, py::handle op, py::object out,
-             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op) {
+             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op,
+             bool deterministic) {
             return allreduce(std::move(self), x, op, std::move(out),
-                             {algorithm, timeout, async_op});
+                             {algorithm, timeout, async_op, deterministic});
           },
           py::arg("x"), py::arg("op") = "sum", py::kw_only(), py::arg("out") = py::none(),
           py::arg("algorithm") = py::none(), py::arg("timeout") = py::none(),
-          py::arg("async_op") = false,
-          "out = op over all ranks of x, on every rank (out=x: in place).")
+          py::arg("async_op") = false, py::arg("deterministic") = false,
+          "out = op over all ranks of x, on every rank (out=x: in place); deterministic=True: the "
+          "same bits whatever the algorithm, transport, size and number of ranks (sum and avg on "
+          "floats; docs/PYTHON.md).")
       .def(
           "allgather",
           [](py::object self, py::handle x, py::object out, std::optional<std::string> algorithm,
@@ -139,15 +142,17 @@ PYBIND11_MODULE(_chorus, m) {
       .def(
           "reduce_scatter",
           [](py::object self, py::handle x, py::handle op, py::object out,
-             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op) {
+             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op,
+             bool deterministic) {
             return reduce_scatter(std::move(self), x, op, std::move(out),
-                                  {algorithm, timeout, async_op});
+                                  {algorithm, timeout, async_op, deterministic});
           },
           py::arg("x"), py::arg("op") = "sum", py::kw_only(), py::arg("out") = py::none(),
           py::arg("algorithm") = py::none(), py::arg("timeout") = py::none(),
-          py::arg("async_op") = false,
+          py::arg("async_op") = false, py::arg("deterministic") = false,
           "x's first axis is size * k; rank r gets block r of the reduction, shape (k, "
-          "*x.shape[1:]).")
+          "*x.shape[1:]); deterministic=True: the same bits whatever the algorithm, transport, "
+          "size and number of ranks (sum and avg on floats; docs/PYTHON.md).")
       .def(
           "broadcast",
           [](py::object self, py::object x, int root, std::optional<std::string> algorithm,
@@ -160,14 +165,18 @@ PYBIND11_MODULE(_chorus, m) {
       .def(
           "reduce",
           [](py::object self, py::handle x, int root, py::handle op, py::object out,
-             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op) {
+             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op,
+             bool deterministic) {
             return reduce(std::move(self), x, root, op, std::move(out),
-                          {algorithm, timeout, async_op});
+                          {algorithm, timeout, async_op, deterministic});
           },
           py::arg("x"), py::arg("root") = 0, py::arg("op") = "sum", py::kw_only(),
           py::arg("out") = py::none(), py::arg("algorithm") = py::none(),
           py::arg("timeout") = py::none(), py::arg("async_op") = false,
-          "The reduction of x over all ranks on root (None on the others).")
+          py::arg("deterministic") = false,
+          "The reduction of x over all ranks on root (None on the others); deterministic=True: the "
+          "same bits whatever the algorithm, transport, size and number of ranks (sum and avg on "
+          "floats; docs/PYTHON.md).")
       .def(
           "alltoall",
           [](py::object self, py::handle x, py::object out, std::optional<std::string> algorithm,

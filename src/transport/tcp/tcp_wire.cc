@@ -66,7 +66,7 @@ void FrameHeader::encode(uint8_t* b) const {
   b[57] = stamp.algorithm;
   b[58] = stamp.type;
   b[59] = stamp.op;
-  put_u32(b + 60, stamp.reserved);
+  put_u32(b + 60, stamp.part);
 }
 
 FrameHeader FrameHeader::decode(const uint8_t* b) {
@@ -84,7 +84,7 @@ FrameHeader FrameHeader::decode(const uint8_t* b) {
   h.stamp.algorithm = b[57];
   h.stamp.type = b[58];
   h.stamp.op = b[59];
-  h.stamp.reserved = get_u32(b + 60);
+  h.stamp.part = get_u32(b + 60);
   return h;
 }
 

@@ -7,7 +7,7 @@
 // Frame header (64 bytes), then `len` payload bytes:
 //   magic u32 "CHRF" | kind u16 | reserved u16 | seq u64 | total u64 | offset u64 | len u64
 //   | stamp: count u64 | seq u32 | root i32 | kind u8 | algorithm u8 | type u8 | op u8
-//            | reserved u32
+//            | part u32
 // kind data carries bytes [offset, offset+len) of message `seq` of `total`
 // bytes, sent by the call `stamp` (core/call_stamp.h); kind abort carries the
 // failed peer's reason (at most kMaxAbortReason bytes) and, in seq, the
