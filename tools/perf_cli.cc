@@ -148,6 +148,9 @@ std::string perf_usage() {
                            (default; what comparisons with MPI use); window:
                            buffers in shared windows (Communicator::window),
                            which collectives read in place (shm and inproc)
+      --deterministic      AllReduce, ReduceScatter and Reduce with
+                           CallOptions::deterministic (the same bits whatever
+                           the algorithm; -a names the integer pass's)
       --json FILE          also write the rows as JSON
       --calibrate FILE     measure alpha/beta and the fastest algorithm at each
                            size of the sweep; write them to the tuning file
@@ -187,6 +190,7 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
                   {"--calibrate", ""},   {"--buffers", ""}};
   for (Flag& f : flags) f.option = app.add_option(f.names, f.value);
   app.add_flag("--tuning-report", o.tuning_report);
+  app.add_flag("--deterministic", o.deterministic);
   app.add_flag("--corrupt-one", o.corrupt_one)->group("");        // test hook, not in --help
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 takes them
   try {
@@ -297,7 +301,8 @@ std::string format_header(const PerfOptions& o, const PerfReport& rep) {
   s += str_cat("# chorus-perf: ", names, " on ", rep.nranks, " ranks over ", rep.transport, ", ",
                o.buffers, " buffers, sizes ", o.min_bytes, "..", o.max_bytes, " B x", o.step_factor,
                ", ", o.iters, " iterations (", o.warmup, " warm-up), ",
-               o.blocking ? "blocking" : "non-blocking", ", check ", o.check ? "on" : "off", "\n");
+               o.blocking ? "blocking" : "non-blocking", ", check ", o.check ? "on" : "off",
+               o.deterministic ? ", deterministic" : "", "\n");
   char link[256];
   std::snprintf(link, sizeof link,
                 "# link (ranks 0<->1 ping-pong at start-up): alpha %.3f us, beta %.3f GB/s\n",

@@ -145,6 +145,15 @@ class CommunicatorImpl {
   void setup_message(OpKind kind, void* buf, size_t bytes, int peer);
   static constexpr int kSetupTag = -1;
 
+  // Deterministic calls (api/deterministic.cc): whether `call` takes the
+  // road: the collective on integers (whole), a ReduceScatter of integers
+  // and an AllGather of the results (split), or an AllGather and local sums
+  // (gather); and what it runs: "gather", "split:" and the ReduceScatter's
+  // algorithm, or the algorithm of the integer pass.
+  enum class Road { whole, split, gather };
+  Road deterministic_road(const Call& call) const;
+  std::string deterministic_pick(const Call& call);
+
   // The algorithm a call would use (after overrides and fallback).
   const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) {
     return selector_->choose(spec, options.algorithm);
@@ -175,6 +184,7 @@ class CommunicatorImpl {
     std::vector<int64_t> specials;
     std::vector<int64_t> special_sums;
     std::vector<std::byte> gathered;
+    std::vector<std::byte> block;
   };
   DeterministicBuffers det_;
   void validate(const Call& call) const;

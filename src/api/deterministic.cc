@@ -68,6 +68,31 @@ bool CommunicatorImpl::deterministic(const Call& call) const {
   return exact::applies(call.type, call.op);
 }
 
+CommunicatorImpl::Road CommunicatorImpl::deterministic_road(const Call& call) const {
+  const size_t n = static_cast<size_t>(size());
+  if (call.collective != Collective::allreduce || !call.options.algorithm.empty() ||
+      !config_.algorithm_for(call.collective).empty() || n == 1)
+    return Road::whole;
+  if (n == 2 || call.count * dtype_size(call.type) * n <= kGatherBytes) return Road::gather;
+  return Road::split;
+}
+
+std::string CommunicatorImpl::deterministic_pick(const Call& call) {
+  const Road road = deterministic_road(call);
+  if (road == Road::gather) return "gather";
+  // The integer pass's algorithm, as the integer call of this size gets it.
+  const size_t lanes = call.count * exact::lanes(call.type);
+  const auto n = static_cast<size_t>(size());
+  const Collective c = road == Road::split ? Collective::reduce_scatter : call.collective;
+  const size_t count = road == Road::split ? (lanes + n - 1) / n : lanes;
+  CollectiveSpec spec{c, size(), rank(), count, 8, call.root, config_.segment_bytes};
+  spec.host_of = host_of_;
+  spec.windows = windows_ != nullptr;
+  const std::string name(
+      current_algorithm(spec, DataType::int64, ReduceOp::sum, call.options).name);
+  return road == Road::split ? "split:" + name : name;
+}
+
 void CommunicatorImpl::run_part(Collective whole, uint32_t k, const Call& call) {
   part_ = part_of(whole, k);
   std::shared_ptr<WorkState> work;
@@ -111,8 +136,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
   auto* recv = static_cast<std::byte*>(call.recv);
 
   try {
-    if (c == Collective::allreduce && algorithm.empty() && config_.algorithm_for(c).empty() &&
-        (n == 2 || call.count * es * static_cast<size_t>(n) <= kGatherBytes)) {
+    const Road road = deterministic_road(call);
+    if (road == Road::gather) {
       // The gather road.
       for (size_t at = 0; at < call.count; at += kPiece) {
         const size_t m = std::min(kPiece, call.count - at);
@@ -120,6 +145,53 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
         run_part(c, 1,
                  Call::allgather(send + at * es, det_.gathered.data(), m, type, part_options("")));
         exact::sum_gathered(type, det_.gathered.data(), m, n, divisor, recv + at * es);
+      }
+    } else if (road == Road::split) {
+      // Pieces padded to a multiple of N elements (zeros add nothing), so
+      // that the ReduceScatter's blocks are equal.
+      const auto un = static_cast<size_t>(n);
+      for (size_t at = 0; at < call.count; at += kPiece) {
+        const size_t m = std::min(kPiece, call.count - at);
+        const size_t k = (m + un - 1) / un;  // elements of each rank's block
+        const size_t mp = k * un;
+        const size_t nb = exact::has_scales(type) ? exact::block_count(mp) : 0;
+        det_.scales.assign(nb + 1, 0);
+        bool special = false;
+        exact::max_scales(type, send + at * es, m, 0, det_.scales.data(), &special);
+        det_.scales[nb] = special ? 1 : 0;
+        run_part(c, 1,
+                 Call::allreduce(det_.scales.data(), det_.scales.data(), nb + 1, DataType::int32,
+                                 ReduceOp::max, part_options("")));
+        special = det_.scales[nb] != 0;
+        det_.fixed.resize(mp * w);
+        std::fill(det_.fixed.begin() + static_cast<std::ptrdiff_t>(m * w), det_.fixed.end(), 0);
+        exact::to_fixed(type, send + at * es, m, 0, det_.scales.data(), det_.fixed.data(), false,
+                        special);
+        det_.result.resize(k * w);
+        run_part(c, 2,
+                 Call::reduce_scatter(det_.fixed.data(), det_.result.data(), k * w, DataType::int64,
+                                      ReduceOp::sum, part_options("")));
+        if (special) {
+          det_.specials.assign(mp, 0);
+          exact::special_counts(type, send + at * es, m, det_.specials.data(), false);
+          det_.special_sums.resize(k);
+          run_part(c, 3,
+                   Call::reduce_scatter(det_.specials.data(), det_.special_sums.data(), k,
+                                        DataType::int64, ReduceOp::sum, part_options("")));
+        }
+        // This rank's block back in the element type, then every block to
+        // every rank (straight into recv where the piece needs no padding).
+        det_.block.resize(k * es);
+        exact::from_fixed(type, det_.result.data(), k, static_cast<size_t>(rank()) * k,
+                          det_.scales.data(), divisor, special ? det_.special_sums.data() : nullptr,
+                          det_.block.data());
+        std::byte* all = recv + at * es;
+        if (mp != m) {
+          det_.gathered.resize(mp * es);
+          all = det_.gathered.data();
+        }
+        run_part(c, 4, Call::allgather(det_.block.data(), all, k, type, part_options("")));
+        if (mp != m) std::memcpy(recv + at * es, det_.gathered.data(), m * es);
       }
     } else if (c == Collective::reduce_scatter) {
       const size_t rc = call.count;
@@ -140,7 +212,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
         for (int j = 0; j < n; ++j) {
           const size_t first = static_cast<size_t>(j) * rc + at;
           exact::to_fixed(type, send + first * es, m, first, det_.scales.data(),
-                          det_.fixed.data() + static_cast<size_t>(j) * m * w, false);
+                          det_.fixed.data() + static_cast<size_t>(j) * m * w, false, special);
         }
         run_part(c, 2,
                  Call::reduce_scatter(det_.fixed.data(), det_.result.data(), m * w, DataType::int64,
@@ -175,7 +247,8 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
                                  ReduceOp::max, part_options("")));
         special = det_.scales[nb] != 0;
         det_.fixed.resize(m * w);
-        exact::to_fixed(type, send + at * es, m, 0, det_.scales.data(), det_.fixed.data(), false);
+        exact::to_fixed(type, send + at * es, m, 0, det_.scales.data(), det_.fixed.data(), false,
+                        special);
         if (special) {
           det_.specials.resize(m);
           exact::special_counts(type, send + at * es, m, det_.specials.data(), false);

@@ -95,12 +95,13 @@ inline float bf16_to_float(uint16_t b) {
   return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
 }
 
+// The bits of element j as a float32's (bfloat16: its top half).
 template <bool kBfloat>
-[[gnu::always_inline]] inline float load32(const void* x, size_t i) {
+[[gnu::always_inline]] inline uint32_t bits32(const void* x, size_t j) {
   if constexpr (kBfloat)
-    return bf16_to_float(static_cast<const uint16_t*>(x)[i]);
+    return static_cast<uint32_t>(static_cast<const uint16_t*>(x)[j]) << 16;
   else
-    return static_cast<const float*>(x)[i];
+    return static_cast<const uint32_t*>(x)[j];
 }
 
 template <bool kBfloat>
@@ -110,12 +111,18 @@ template <bool kBfloat>
   for (size_t i = 0; i < count;) {
     const size_t b = (first + i) / kBlock;
     const size_t end = std::min(count, (b + 1) * kBlock - first);
-    uint32_t top = 0;
+    uint32_t top = 0;  // the largest magnitude, as bits (ordered as the values)
     for (size_t j = i; j < end; ++j) {
-      const uint32_t a = std::bit_cast<uint32_t>(load32<kBfloat>(x, j)) & 0x7fffffffu;
-      const bool finite = a < 0x7f800000u;
-      top = std::max(top, finite ? a : 0u);
-      any_special |= finite ? 0u : 1u;
+      const uint32_t a = bits32<kBfloat>(x, j) & 0x7fffffffu;
+      top = top > a ? top : a;
+    }
+    if (top >= 0x7f800000u) {  // an infinity or a NaN: the largest finite one
+      any_special = 1;
+      top = 0;
+      for (size_t j = i; j < end; ++j) {
+        const uint32_t a = bits32<kBfloat>(x, j) & 0x7fffffffu;
+        if (a < 0x7f800000u) top = std::max(top, a);
+      }
     }
     const int32_t code = top == 0 ? 0 : std::max<int32_t>(static_cast<int32_t>(top >> 23), 1);
     scales[b] = std::max(scales[b], code);
@@ -124,31 +131,47 @@ template <bool kBfloat>
   if (any_special != 0) *special = true;
 }
 
-template <bool kBfloat>
-[[gnu::always_inline]] inline void fixed32(const void* x, size_t count, size_t first,
-                                           const int32_t* scales, int64_t* out, bool accumulate) {
+// q = round(v * mult) for |v * mult| < 2^51; with kSpecials, 0 for an
+// infinity or a NaN (without, the caller knows there are none).
+template <bool kSpecials>
+[[gnu::always_inline]] inline uint64_t fixed_of(uint32_t u, double mult) {
+  const double t = static_cast<double>(std::bit_cast<float>(u)) * mult;
+  const uint64_t q = std::bit_cast<uint64_t>(t + kMagic) - kMagicBits;
+  if constexpr (!kSpecials) return q;
+  const uint64_t keep = (u & 0x7f800000u) != 0x7f800000u ? ~uint64_t{0} : 0;
+  return q & keep;
+}
+
+template <bool kBfloat, bool kSpecials, bool kAccumulate>
+[[gnu::always_inline]] inline void fixed32_loop(const void* x, size_t count, size_t first,
+                                                const int32_t* scales, int64_t* out) {
   for (size_t i = 0; i < count;) {
     const size_t b = (first + i) / kBlock;
     const size_t end = std::min(count, (b + 1) * kBlock - first);
     const double mult = pow2(kShift32 - std::max(scales[b], 1));
     for (size_t j = i; j < end; ++j) {
-      const float v = load32<kBfloat>(x, j);
-      const bool finite = (std::bit_cast<uint32_t>(v) & 0x7f800000u) != 0x7f800000u;
-      const double t = finite ? static_cast<double>(v) * mult : 0.0;
-      const auto q = static_cast<int64_t>(std::bit_cast<uint64_t>(t + kMagic) - kMagicBits);
-      out[j] = accumulate
-                   ? static_cast<int64_t>(static_cast<uint64_t>(out[j]) + static_cast<uint64_t>(q))
-                   : q;
+      const uint64_t q = fixed_of<kSpecials>(bits32<kBfloat>(x, j), mult);
+      out[j] = static_cast<int64_t>(kAccumulate ? static_cast<uint64_t>(out[j]) + q : q);
     }
     i = end;
   }
 }
 
-// Whether every sum in [0, n) lies in (-2^51, 2^51), where a double holds it.
-[[gnu::always_inline]] inline bool doubles_hold(const int64_t* s, size_t n) {
-  uint64_t out = 0;
-  for (size_t j = 0; j < n; ++j) out |= (static_cast<uint64_t>(s[j]) + (uint64_t{1} << 51)) >> 52;
-  return out == 0;
+template <bool kBfloat>
+[[gnu::always_inline]] inline void fixed32(const void* x, size_t count, size_t first,
+                                           const int32_t* scales, int64_t* out, bool accumulate,
+                                           bool specials) {
+  if (specials) {
+    if (accumulate) return fixed32_loop<kBfloat, true, true>(x, count, first, scales, out);
+    return fixed32_loop<kBfloat, true, false>(x, count, first, scales, out);
+  }
+  if (accumulate) return fixed32_loop<kBfloat, false, true>(x, count, first, scales, out);
+  fixed32_loop<kBfloat, false, false>(x, count, first, scales, out);
+}
+
+// Nonzero unless s lies in (-2^51, 2^51), where a double holds it.
+[[gnu::always_inline]] inline uint64_t beyond_doubles(int64_t s) {
+  return (static_cast<uint64_t>(s) + (uint64_t{1} << 51)) >> 52;
 }
 
 [[gnu::always_inline]] inline double exact_double(int64_t s) {
@@ -160,26 +183,35 @@ template <bool kBfloat>
 [[gnu::always_inline]] inline uint32_t float_round_to_odd(double d) {
   const float f = static_cast<float>(d);
   const double back = static_cast<double>(f);
-  const uint32_t inexact = back != d ? 1u : 0u;
-  const uint32_t beyond = (inexact != 0 && std::abs(back) > std::abs(d)) ? 1u : 0u;
-  return (std::bit_cast<uint32_t>(f) - beyond) | inexact;
+  const auto inexact = static_cast<uint32_t>(back != d);
+  const auto beyond = static_cast<uint32_t>(std::abs(back) > std::abs(d));
+  return (std::bit_cast<uint32_t>(f) - (beyond & inexact)) | inexact;
 }
 
 [[gnu::always_inline]] inline uint16_t bf16_nearest(uint32_t u) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// The double road over a block; false where some sum lies beyond it (the
+// block must then take round_to_format).
 template <bool kBfloat>
-[[gnu::always_inline]] inline void back32_block(const int64_t* s, size_t n, double scale, void* out,
+[[gnu::always_inline]] inline bool back32_block(const int64_t* s, size_t n, double scale, void* out,
                                                 size_t at) {
+  uint64_t beyond = 0;
   if constexpr (kBfloat) {
     uint16_t* o = static_cast<uint16_t*>(out) + at;
-    for (size_t j = 0; j < n; ++j)
+    for (size_t j = 0; j < n; ++j) {
+      beyond |= beyond_doubles(s[j]);
       o[j] = bf16_nearest(float_round_to_odd(exact_double(s[j]) * scale));
+    }
   } else {
     float* o = static_cast<float*>(out) + at;
-    for (size_t j = 0; j < n; ++j) o[j] = static_cast<float>(exact_double(s[j]) * scale);
+    for (size_t j = 0; j < n; ++j) {
+      beyond |= beyond_doubles(s[j]);
+      o[j] = static_cast<float>(exact_double(s[j]) * scale);
+    }
   }
+  return beyond == 0;
 }
 
 // from_fixed for float32 and bfloat16, divisor 1, no specials: blocks whose
@@ -192,9 +224,7 @@ template <bool kBfloat>
     const size_t b = (first + i) / kBlock;
     const size_t end = std::min(count, (b + 1) * kBlock - first);
     const int e = std::max(scales[b], 1) - kShift32;
-    if (doubles_hold(sums + i, end - i)) {
-      back32_block<kBfloat>(sums + i, end - i, pow2(e), out, i);
-    } else {
+    if (!back32_block<kBfloat>(sums + i, end - i, pow2(e), out, i)) {
       for (size_t j = i; j < end; ++j) {
         const uint64_t bits = round_to_format(sums[j], e, 1, f.mantissa, f.exponent);
         if constexpr (kBfloat)
@@ -210,8 +240,8 @@ template <bool kBfloat>
 struct Kernels {
   void (*scales_f32)(const void*, size_t, size_t, int32_t*, bool*);
   void (*scales_bf16)(const void*, size_t, size_t, int32_t*, bool*);
-  void (*fixed_f32)(const void*, size_t, size_t, const int32_t*, int64_t*, bool);
-  void (*fixed_bf16)(const void*, size_t, size_t, const int32_t*, int64_t*, bool);
+  void (*fixed_f32)(const void*, size_t, size_t, const int32_t*, int64_t*, bool, bool);
+  void (*fixed_bf16)(const void*, size_t, size_t, const int32_t*, int64_t*, bool, bool);
   void (*back_f32)(const int64_t*, size_t, size_t, const int32_t*, void*);
   void (*back_bf16)(const int64_t*, size_t, size_t, const int32_t*, void*);
 };
@@ -224,12 +254,12 @@ struct Kernels {
     scales32<true>(x, n, f, s, sp);                                                             \
   }                                                                                             \
   attr void name##_fixed_f32(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,   \
-                             bool acc) {                                                        \
-    fixed32<false>(x, n, f, s, o, acc);                                                         \
+                             bool acc, bool sp) {                                               \
+    fixed32<false>(x, n, f, s, o, acc, sp);                                                     \
   }                                                                                             \
   attr void name##_fixed_bf16(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,  \
-                              bool acc) {                                                       \
-    fixed32<true>(x, n, f, s, o, acc);                                                          \
+                              bool acc, bool sp) {                                              \
+    fixed32<true>(x, n, f, s, o, acc, sp);                                                      \
   }                                                                                             \
   attr void name##_back_f32(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) {  \
     back32<false>(q, n, f, s, o);                                                               \
@@ -241,12 +271,17 @@ struct Kernels {
 CHORUS_EXACT_KERNELS(, baseline)
 #if defined(__x86_64__)
 CHORUS_EXACT_KERNELS([[gnu::target("avx2")]], avx2)
+CHORUS_EXACT_KERNELS([[gnu::target("avx512f,avx512dq,avx512vl,avx512bw")]], avx512)
 #endif
 #undef CHORUS_EXACT_KERNELS
 
 Kernels pick_kernels() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+    return {avx512_scales_f32, avx512_scales_bf16, avx512_fixed_f32,
+            avx512_fixed_bf16, avx512_back_f32,    avx512_back_bf16};
   if (__builtin_cpu_supports("avx2"))
     return {avx2_scales_f32, avx2_scales_bf16, avx2_fixed_f32,
             avx2_fixed_bf16, avx2_back_f32,    avx2_back_bf16};
@@ -419,12 +454,12 @@ void max_scales(DataType type, const void* x, size_t count, size_t first, int32_
 }
 
 void to_fixed(DataType type, const void* x, size_t count, size_t first, const int32_t* scales,
-              int64_t* out, bool accumulate) {
+              int64_t* out, bool accumulate, bool specials) {
   switch (type) {
     case DataType::float32:
-      return kernels().fixed_f32(x, count, first, scales, out, accumulate);
+      return kernels().fixed_f32(x, count, first, scales, out, accumulate, specials);
     case DataType::bfloat16:
-      return kernels().fixed_bf16(x, count, first, scales, out, accumulate);
+      return kernels().fixed_bf16(x, count, first, scales, out, accumulate, specials);
     case DataType::float16:
     case DataType::float64: {
       const Format f = format_of(type);
@@ -514,7 +549,8 @@ void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t 
     for (int r = 0; r < n; ++r)
       max_scales(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, &special);
     for (int r = 0; r < n; ++r)
-      to_fixed(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, acc, r > 0);
+      to_fixed(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, acc, r > 0,
+               special);
     if (special)
       for (int r = 0; r < n; ++r)
         special_counts(type, base + (static_cast<size_t>(r) * count + t0) * es, m, counts, r > 0);

@@ -78,9 +78,10 @@ void max_scales(DataType type, const void* x, size_t count, size_t first, int32_
 
 // The fixed form of x[0, count) (elements first ...): out gets lanes(type)
 // int64 per element; with `accumulate` it is added to what out holds.
-// Infinities and NaNs count as 0.
+// Infinities and NaNs count as 0; `specials` false says x holds none (as
+// max_scales found), which spares looking for them.
 void to_fixed(DataType type, const void* x, size_t count, size_t first, const int32_t* scales,
-              int64_t* out, bool accumulate);
+              int64_t* out, bool accumulate, bool specials = true);
 
 // Per element, the infinities and NaNs of x as one int64 that sums over
 // ranks: +inf counts 1, -inf 2^21, NaN 2^42. With `accumulate`, added.

@@ -1,6 +1,7 @@
 #include "perf/perf.h"
 
 #include "algorithms/algorithm.h"
+#include "algorithms/deterministic.h"
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -150,6 +151,26 @@ double model_predicted_us(const RowPlan& p, int n, size_t segment_bytes, const M
   return model.time(*algo, row_spec(p, n, segment_bytes), p.type, p.op) * 1e6;
 }
 
+// A deterministic row's time (algorithms/deterministic.h): its road with the
+// shown algorithm carrying the integer pass, on the fitted model where there
+// is one, else on chorus-sim's switch with the link's alpha and beta.
+double deterministic_predicted_us(const RowPlan& p, int n, size_t segment_bytes,
+                                  const MachineSim* model, const LinkEstimate& link) {
+  const CollectiveSpec spec = row_spec(p, n, segment_bytes);
+  const bool gather = p.shown_algorithm == "gather";
+  const Algorithm* algo = gather ? nullptr : find_algorithm(p.collective, p.shown_algorithm);
+  if (!gather && algo == nullptr) return std::nan("");
+  if (model != nullptr)
+    return 1e6 * (gather ? model->deterministic_gather_time(spec, p.type)
+                         : model->deterministic_time(*algo, spec, p.type));
+  if (!(link.beta > 0)) return std::nan("");
+  const LinkParams params{"link", link.alpha, link.beta};
+  const auto topology = make_topology("switch", n, params, params);
+  SimOptions options;
+  return 1e6 * (gather ? simulate_deterministic_gather(spec, p.type, *topology, options)
+                       : simulate_deterministic(*algo, spec, p.type, *topology, options));
+}
+
 // One call of a row on the given buffers.
 Call row_call(const RowPlan& p, const void* send, void* recv, const CallOptions& opts) {
   return {Call::Kind::collective,
@@ -224,6 +245,7 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
   cell.measured = true;
   CallOptions opts;
   opts.algorithm = p.call_algorithm;
+  opts.deterministic = o.deterministic;
   const int n = comm.size();
   CheckCase cc{p.collective, p.type, p.op, n, comm.rank(), p.api_count, p.root};
   const BufferCounts counts =
@@ -314,6 +336,7 @@ std::string to_json(const PerfOptions& o, const PerfReport& rep) {
   j["transport"] = rep.transport;
   j["transport_requested"] = o.transport;
   j["buffers"] = o.buffers;
+  j["deterministic"] = o.deterministic;
   j["alpha_us"] = rep.link.alpha * 1e6;
   j["beta_GBps"] = rep.link.beta / 1e9;
   j["fitted_model"] = rep.fitted;
@@ -408,7 +431,14 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     // A row that lets chorus choose shows the pick its calls now get: the
     // learner's decision for the class where it has made one.
     RowPlan shown = p;
-    if (p.call_algorithm.empty()) {
+    const bool deterministic = o.deterministic && (p.collective == Collective::allreduce ||
+                                                   p.collective == Collective::reduce_scatter ||
+                                                   p.collective == Collective::reduce);
+    if (deterministic && p.call_algorithm.empty()) {
+      shown.shown_algorithm = detail::impl_of(comm).deterministic_pick(
+          row_call(p, send_base, recv_base, CallOptions{}));
+      row.algorithm = shown.shown_algorithm;
+    } else if (p.call_algorithm.empty()) {
       detail::CommunicatorImpl& impl = detail::impl_of(comm);
       const CollectiveSpec spec =
           row_spec(p, comm.size(), impl.config().segment_bytes, comm.rank());
@@ -435,7 +465,11 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     row.bound_us =
         lower_bound(p.collective, rep.nranks, static_cast<double>(p.bytes), link).combined() * 1e6;
     row.pct_bound = best > 0 ? 100.0 * row.bound_us / best : 0;
-    if (rank0) {
+    if (rank0 && deterministic) {
+      row.predicted_us = deterministic_predicted_us(
+          shown, rep.nranks, detail::impl_of(comm).config().segment_bytes, model, rep.link);
+      row.err_pct = best > 0 ? 100.0 * (best - row.predicted_us) / best : std::nan("");
+    } else if (rank0) {
       row.predicted_us =
           model != nullptr
               ? model_predicted_us(shown, rep.nranks, detail::impl_of(comm).config().segment_bytes,
@@ -449,7 +483,8 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
     // correction for the algorithm and size class (tune/learner.h), which the
     // calibration cache keeps for the next job's model.
     if (Learner* learner = detail::impl_of(comm).selector().learner();
-        learner != nullptr && model != nullptr && !p.call_algorithm.empty() && best > 0) {
+        learner != nullptr && model != nullptr && !p.call_algorithm.empty() && best > 0 &&
+        !deterministic) {
       if (const Algorithm* a = find_algorithm(p.collective, p.call_algorithm)) {
         const CollectiveSpec spec =
             row_spec(p, rep.nranks, detail::impl_of(comm).config().segment_bytes, comm.rank());

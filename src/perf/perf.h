@@ -50,6 +50,10 @@ struct PerfOptions {
   std::string calibrate_file;  // --calibrate: write a tuning file instead of a table
   bool help = false;           // -h
   bool tuning_report = false;  // --tuning-report
+  // --deterministic: every reducing call with CallOptions::deterministic (the
+  // algorithm named is its integer pass's; an automatic row shows "gather" or
+  // the integer pass's pick, and pred(us) is the deterministic call's).
+  bool deterministic = false;
   // Test hook (hidden flag --corrupt-one): after each checked call, the last
   // rank flips one output element before counting, so #wrong must say 1.
   bool corrupt_one = false;

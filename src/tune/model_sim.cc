@@ -1,5 +1,6 @@
 #include "tune/model_sim.h"
 
+#include "algorithms/deterministic.h"
 #include "core/check.h"
 #include "tune/learner.h"
 
@@ -56,6 +57,20 @@ double MachineSim::raw_time(const Algorithm& algo, const CollectiveSpec& spec, D
   if (spec.nranks <= 1) return 0;
   const auto programs = build_all(algo, spec);
   return link_.call_overhead + simulate(programs, *topology(spec.nranks), options(type, op)).time;
+}
+
+double MachineSim::deterministic_time(const Algorithm& algo, const CollectiveSpec& spec,
+                                      DataType type) const {
+  if (spec.nranks <= 1) return 0;
+  // Two calls of their own (scales, integers), each with the call overhead.
+  return 2 * link_.call_overhead + simulate_deterministic(algo, spec, type, *topology(spec.nranks),
+                                                          options(DataType::int64, ReduceOp::sum));
+}
+
+double MachineSim::deterministic_gather_time(const CollectiveSpec& spec, DataType type) const {
+  if (spec.nranks <= 1) return 0;
+  return link_.call_overhead + simulate_deterministic_gather(spec, type, *topology(spec.nranks),
+                                                             options(type, ReduceOp::sum));
 }
 
 double MachineSim::correction(const Algorithm& algo, const CollectiveSpec& spec,

@@ -56,6 +56,11 @@ class MachineSim {
   double time(const Algorithm& algo, const CollectiveSpec& spec, DataType type, ReduceOp op) const;
   double raw_time(const Algorithm& algo, const CollectiveSpec& spec, DataType type,
                   ReduceOp op) const;
+  // Predicted seconds of a deterministic call (algorithms/deterministic.h)
+  // of `spec` (the user's call, elem_size the type's) on the fixed road with
+  // `algo` carrying the integer pass, and on the gather road (AllReduce).
+  double deterministic_time(const Algorithm& algo, const CollectiveSpec& spec, DataType type) const;
+  double deterministic_gather_time(const CollectiveSpec& spec, DataType type) const;
   // The correction time() applies to raw_time() (1 where none is learned).
   double correction(const Algorithm& algo, const CollectiveSpec& spec, DataType type) const;
 
