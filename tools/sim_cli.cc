@@ -3,6 +3,7 @@
 #include "algorithms/algorithm.h"
 #include "analysis/sim_sweep.h"
 #include "core/check.h"
+#include "core/exact_sum.h"
 #include "exec/trace.h"
 #include "model/cost_model.h"
 #include "model/units.h"
@@ -40,6 +41,7 @@ struct Args {
   std::string dtype = "float32";
   std::string json, plot, plot_script, trace;
   std::string tuning, link;  // --tuning FILE (and its link class)
+  bool deterministic = false;
 };
 
 // Where plot_sim.gp lives: next to a build tree (build-x/tools/chorus-sim ->
@@ -209,6 +211,17 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
     spec.copy = &tuning.compute.copy;
     spec.kernel = tuning.compute.kernel(*dtype, ReduceOp::sum);
   }
+  if (a.deterministic) {
+    if (*coll != Collective::allreduce && *coll != Collective::reduce_scatter &&
+        *coll != Collective::reduce)
+      fail(ErrorCode::invalid_argument, "--deterministic: ", a.collective,
+           " does not reduce (allreduce, reduce_scatter and reduce do)");
+    if (!exact::applies(*dtype, ReduceOp::sum))
+      fail(ErrorCode::invalid_argument, "--deterministic: ", a.dtype,
+           " is not a floating type (float16, bfloat16, float32, float64)");
+    spec.deterministic = true;
+    spec.type = *dtype;
+  }
   SimSweep sweep = sim_sweep(spec, *topo);
   for (const std::string& note : sweep.skipped) err << "note: " << note << "\n";
   // A tuning file that is a calibration cache entry carries the corrections
@@ -236,7 +249,8 @@ int run(const Args& a, const CLI::App& app, std::ostream& out, std::ostream& err
               : "")
       << (tuned && !link.curve.empty() ? " (fitted model; beta streaming)" : "")
       << " alpha=" << format_time(params.alpha) << " beta=" << format_bandwidth(params.beta)
-      << " gamma=" << format_time(params.gamma) << "/B dtype=" << a.dtype << "\n";
+      << " gamma=" << format_time(params.gamma) << "/B dtype=" << a.dtype
+      << (a.deterministic ? " deterministic (scales, integers, conversions)" : "") << "\n";
   out << std::setw(10) << "size"
       << "  " << std::left << std::setw(20) << "algo" << std::right << std::setw(14) << "sim_us"
       << std::setw(14) << "formula_us" << std::setw(14) << "bound_us" << std::setw(9) << "%bound"
@@ -350,6 +364,9 @@ int sim_cli_main(int argc, const char* const* argv, std::ostream& out, std::ostr
                  "windows: the one-sided algorithms run only there)");
   app.add_option("--algo", a.algos, "comma list of algorithms, or all");
   app.add_option("--dtype", a.dtype, "element type (float32, ...)");
+  app.add_flag("--deterministic", a.deterministic,
+               "deterministic calls (CallOptions::deterministic): the algorithm carries the "
+               "integer pass; the scale pass and the conversions are added");
   app.add_option("--json", a.json, "write the rows as JSON to this file");
   app.add_option("--plot", a.plot, "draw time vs size (log-log) with gnuplot into this SVG");
   app.add_option("--plot-script", a.plot_script, "gnuplot script (default scripts/plot_sim.gp)");

@@ -1,5 +1,7 @@
 #include "analysis/sim_sweep.h"
 
+#include "algorithms/deterministic.h"
+
 #include "core/check.h"
 #include "model/units.h"
 
@@ -54,17 +56,21 @@ SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
       }
       if (!ok) continue;
       cs.rank = 0;
-      const auto programs = build_all(*al, cs);
-      const SimResult res = simulate(programs, topology, sweep_options(spec));
+      const double time =
+          spec.deterministic
+              ? simulate_deterministic(*al, cs, spec.type, topology, sweep_options(spec))
+              : simulate(build_all(*al, cs), topology, sweep_options(spec)).time;
       SimRow row{m,
                  std::string(al->name),
-                 res.time,
+                 time,
                  std::nullopt,
                  lower_bound(spec.collective, n, m, spec.params).combined(),
                  false};
       // The closed form only where it is exact: on the topology and port
       // count it assumes.
-      if (const ClosedForm* f = closed_form_on(*al, topology.name(), n, spec.params.ports))
+      const ClosedForm* f =
+          spec.deterministic ? nullptr : closed_form_on(*al, topology.name(), n, spec.params.ports);
+      if (f != nullptr)
         if (Prediction p = f->at(n, m, spec.params); p.ok) row.formula = p.seconds;
       rows.push_back(std::move(row));
     }

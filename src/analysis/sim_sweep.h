@@ -38,6 +38,11 @@ struct SimSweepSpec {
   // owned; null: gamma.
   const RateCurve* copy = nullptr;
   const RateCurve* kernel = nullptr;
+  // Deterministic calls of `type` (algorithms/deterministic.h): each row is
+  // the call on integers with that algorithm plus the scale pass and the
+  // conversions (AllReduce, ReduceScatter and Reduce only).
+  bool deterministic = false;
+  DataType type = DataType::float32;
 };
 
 struct SimRow {

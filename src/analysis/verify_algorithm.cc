@@ -1,6 +1,7 @@
 // verify(algorithm, spec): the registry's builders put through the verifier.
 #include "analysis/verify_algorithm.h"
 
+#include "algorithms/deterministic.h"
 #include "core/check.h"
 
 namespace chorus {
@@ -50,6 +51,37 @@ VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& requested)
     return result;
   }
   return verify_programs(base, programs, algorithm.name);
+}
+
+VerifyResult verify_deterministic(const Algorithm& algorithm, const CollectiveSpec& base,
+                                  DataType type) {
+  const bool split = algorithm.collective == Collective::reduce_scatter &&
+                     base.collective == Collective::allreduce;
+  if (!split && algorithm.collective != base.collective)
+    fail(ErrorCode::invalid_argument, "verify_deterministic: ", algorithm.name, " is a ",
+         to_string(algorithm.collective), " algorithm, the call a ", to_string(base.collective));
+  const DeterministicParts parts = deterministic_parts(base, type);
+  const Algorithm* scales = find_algorithm(Collective::allreduce, "recursive_doubling");
+  CHORUS_CHECK(scales != nullptr);
+  if (VerifyResult r = verify(*scales, parts.scales); !r.ok()) return r;
+  if (!split) return verify(algorithm, parts.integers);
+  // The split road: a ReduceScatter of blocks of ceil(count / N) * lanes
+  // integers, then an AllGather of blocks of ceil(count / N) elements.
+  const auto n = static_cast<size_t>(base.nranks);
+  const size_t k = (base.count + n - 1) / n;
+  CollectiveSpec rs = parts.integers;
+  rs.collective = Collective::reduce_scatter;
+  rs.count = k * (parts.integers.count / std::max<size_t>(base.count, 1));
+  VerifyResult r = verify(algorithm, rs);
+  if (!r.ok()) return r;
+  CollectiveSpec ag = base;
+  ag.collective = Collective::allgather;
+  ag.count = k;
+  ag.average = false;
+  const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
+  CHORUS_CHECK(ring != nullptr);
+  if (VerifyResult g = verify(*ring, ag); !g.ok()) return g;
+  return r;
 }
 
 }  // namespace chorus

@@ -7,6 +7,8 @@
 #pragma once
 
 #include "algorithms/algorithm.h"
+
+#include <chorus/types.h>
 #include "verify/verifier.h"
 
 namespace chorus {
@@ -16,5 +18,21 @@ namespace chorus {
 // every rank declines the case, returns supported == false with the reason;
 // when only some do, an unsupported_mix error.
 VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& base);
+
+// Proves that a deterministic call (CallOptions::deterministic;
+// algorithms/deterministic.h) gives each element a value that does not
+// depend on the schedule: every part it runs is verified symbolically, and
+// the proof of each is that every Output element holds each rank's element
+// of the same index exactly once (verify_programs' correctness step). The
+// parts carry integers (the scale pass int32 under max, the integer pass
+// int64 lanes under sum), whose max and sum are associative and
+// commutative, so the value is the same in every order of any schedule; the
+// conversion back is a function of that value alone. `base` is the user's
+// call (elem_size the type's); `algorithm` carries the integer pass (a
+// ReduceScatter algorithm proves the split road: the ReduceScatter of the
+// integers and the ring AllGather after it). Returns the first failure, else
+// the integer pass's result.
+VerifyResult verify_deterministic(const Algorithm& algorithm, const CollectiveSpec& base,
+                                  DataType type);
 
 }  // namespace chorus

@@ -101,6 +101,12 @@ TEST(Config, StreamBytes) {
             size_t{1} << 20);
 }
 
+TEST(Config, Deterministic) {
+  EXPECT_FALSE(Config::from_env(env_from_map({})).deterministic);
+  EXPECT_TRUE(Config::from_env(env_from_map({{"CHORUS_DETERMINISTIC", "1"}})).deterministic);
+  EXPECT_FALSE(Config::from_env(env_from_map({{"CHORUS_DETERMINISTIC", "0"}})).deterministic);
+}
+
 TEST(Config, TimeoutSpinAndDebug) {
   ScopedEnv t("CHORUS_TIMEOUT", "2.5");
   ScopedEnv s("CHORUS_SPIN_US", "0");
@@ -162,11 +168,14 @@ TEST(Config, LongTimeoutsSaturateToNoDeadline) {
 
 TEST(Config, EveryBadNumberNamesItsVariable) {
   const std::pair<const char*, const char*> bad[] = {
-      {"CHORUS_TIMEOUT", "0"},       {"CHORUS_TIMEOUT", "-1"},      {"CHORUS_TIMEOUT", "nan"},
-      {"CHORUS_SPIN_US", "inf"},     {"CHORUS_SPIN_US", "1e12"},    {"CHORUS_SPIN_US", "x"},
-      {"CHORUS_SEGMENT", "inf"},     {"CHORUS_SEGMENT", "1.5"},     {"CHORUS_SEGMENT", "-4"},
-      {"CHORUS_BIND", "bogus"},      {"CHORUS_TCP_STREAMS", "0"},   {"CHORUS_DEBUG", "LOUD"},
-      {"CHORUS_STREAM_BYTES", "-1"}, {"CHORUS_STREAM_BYTES", "1.5"}};
+      {"CHORUS_TIMEOUT", "0"},         {"CHORUS_TIMEOUT", "-1"},
+      {"CHORUS_TIMEOUT", "nan"},       {"CHORUS_SPIN_US", "inf"},
+      {"CHORUS_SPIN_US", "1e12"},      {"CHORUS_SPIN_US", "x"},
+      {"CHORUS_SEGMENT", "inf"},       {"CHORUS_SEGMENT", "1.5"},
+      {"CHORUS_SEGMENT", "-4"},        {"CHORUS_BIND", "bogus"},
+      {"CHORUS_TCP_STREAMS", "0"},     {"CHORUS_DEBUG", "LOUD"},
+      {"CHORUS_STREAM_BYTES", "-1"},   {"CHORUS_STREAM_BYTES", "1.5"},
+      {"CHORUS_DETERMINISTIC", "yes"}, {"CHORUS_DETERMINISTIC", "2"}};
   for (const auto& [name, value] : bad) {
     ScopedEnv e(name, value);
     try {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,30 @@ TEST(PerfRun, EveryCollectiveDtypeAndOpChecksClean) {
         lower_bound(r.collective, 3, static_cast<double>(r.bytes), link).combined() * 1e6);
   }
   EXPECT_GT(checked, 100u);
+}
+
+// --deterministic: every reducing row runs deterministic calls, which check
+// clean (the harness's data sum exactly); an automatic row names its road
+// and every row has the model's time of the deterministic call.
+TEST(PerfRun, DeterministicRowsCheckCleanAndNameTheirRoad) {
+  PerfOptions o =
+      options({Collective::allreduce, Collective::reduce_scatter, Collective::reduce}, 8, 1 << 20);
+  o.step_factor = 64;
+  o.types = {DataType::float16, DataType::bfloat16, DataType::float32, DataType::float64};
+  o.ops = {ReduceOp::sum, ReduceOp::avg};
+  o.deterministic = true;
+  o.algorithms = {"auto", "ring"};
+  const PerfReport rep = sweep(3, o);
+  EXPECT_EQ(rep.wrong, 0u);
+  std::set<std::string> roads;
+  for (const PerfRow& r : rep.rows) {
+    EXPECT_TRUE(r.out_of_place.measured);
+    EXPECT_TRUE(std::isfinite(r.predicted_us)) << r.algorithm;
+    if (r.collective == Collective::allreduce) roads.insert(r.algorithm.substr(0, 6));
+  }
+  // Small AllReduce rows gather; the 1 MiB row at N = 3 splits.
+  EXPECT_TRUE(roads.count("gather")) << rep.rows.size();
+  EXPECT_TRUE(roads.count("split:")) << rep.rows.size();
 }
 
 TEST(PerfRun, UnknownAlgorithmAndBadRootAreRejected) {

@@ -76,6 +76,7 @@ both CHORUS_ALGO nosuchalgorithm
 both CHORUS_ALGO "nosuchcollective=ring"
 both CHORUS_BIND bogus
 both CHORUS_DEBUG LOUD
+both CHORUS_DETERMINISTIC yes
 both CHORUS_SEGMENT 1.5
 both CHORUS_STREAM_BYTES lots
 both CHORUS_SPIN_US soon

@@ -29,6 +29,17 @@ void expect_invalid(std::vector<std::string> args, const std::string& mention) {
   }
 }
 
+TEST(PerfArgs, DeterministicFlag) {
+  EXPECT_FALSE(parse({"allreduce"}).deterministic);
+  EXPECT_TRUE(parse({"allreduce", "--deterministic"}).deterministic);
+  PerfOptions o = parse({"reduce_scatter", "--deterministic", "-d", "bfloat16"});
+  std::ostringstream out;
+  PerfReport rep;
+  rep.nranks = 2;
+  rep.transport = "inproc";
+  EXPECT_NE(format_header(o, rep).find(", deterministic"), std::string::npos);
+}
+
 TEST(PerfArgs, NcclTestsFlagsAndDefaults) {
   PerfOptions d = parse({"allreduce"});
   EXPECT_EQ(d.collectives, std::vector<Collective>{Collective::allreduce});

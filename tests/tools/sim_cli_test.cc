@@ -39,6 +39,38 @@ TEST(SimCli, TableMarksTheFastestAndListsCrossovers) {
   EXPECT_EQ(marks, 5u) << r.out;  // one per size: 64, 1K, 16K, 256K, 4M
 }
 
+TEST(SimCli, DeterministicRowsAddTheIntegerBytesAndTheScalePass) {
+  auto time_of = [](const std::string& out) {
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);)
+      if (line.find(" ring ") != std::string::npos) {
+        std::istringstream f(line);
+        std::string size, algo;
+        double us = 0;
+        f >> size >> algo >> us;
+        return us;
+      }
+    return 0.0;
+  };
+  const std::vector<std::string> base{"allreduce", "--ranks", "8",      "--bytes", "4M",  "--alpha",
+                                      "1us",       "--beta",  "10GB/s", "--algo",  "ring"};
+  const CliRun plain = cli(base);
+  std::vector<std::string> det = base;
+  det.push_back("--deterministic");
+  const CliRun d = cli(det);
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  ASSERT_EQ(d.rc, 0) << d.err;
+  EXPECT_NE(d.out.find("deterministic"), std::string::npos) << d.out;
+  // Twice the bytes on the wire (int64 lanes for float32), and more.
+  EXPECT_GT(time_of(d.out), 1.9 * time_of(plain.out)) << plain.out << d.out;
+  std::vector<std::string> bad = base;
+  bad[0] = "allgather";
+  bad.push_back("--deterministic");
+  const CliRun b = cli(bad);
+  EXPECT_NE(b.rc, 0);
+  EXPECT_NE(b.err.find("does not reduce"), std::string::npos) << b.err;
+}
+
 TEST(SimCli, VersionNeedsNoOtherArgument) {
   const CliRun r = cli({"--version"});
   ASSERT_EQ(r.rc, 0) << r.err;
