@@ -91,10 +91,6 @@ bool special_result(int64_t counts, Format f, uint64_t* bits) {
 
 // ---- float32 / bfloat16, the fast road ----------------------------------
 
-inline float bf16_to_float(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
-
 // The bits of element j as a float32's (bfloat16: its top half).
 template <bool kBfloat>
 [[gnu::always_inline]] inline uint32_t bits32(const void* x, size_t j) {
@@ -237,6 +233,43 @@ template <bool kBfloat>
   }
 }
 
+// The gather road's local sums for float32 and bfloat16, elements [t0, t0 +
+// m) of `count` (t0 a whole block) of n contributions side by side in `all`,
+// without special values, for a sum (divisor 1) of at most kFusedRanks
+// contributions. All in doubles: t + 1.5 * 2^52 - 1.5 * 2^52 rounds t to an
+// integer-valued double (ties to even), which is the fixed form q, and up to
+// 64 of them (each at most 2^46) sum exactly below 2^53. So this is bitwise
+// the integer road (to_fixed, the integer sum, back32's double road), in one
+// pass over the contributions and without int64 lanes.
+constexpr int kFusedRanks = 64;
+
+template <bool kBfloat>
+[[gnu::always_inline]] inline void gathered32(const void* all, size_t count, size_t t0, size_t m,
+                                              int n, const int32_t* scales, void* out) {
+  for (size_t i = 0; i < m; i += kBlock) {
+    const size_t len = std::min(kBlock, m - i);
+    const int e = std::max(scales[i / kBlock], 1);
+    const double mult = pow2(kShift32 - e);
+    const double back = pow2(e - kShift32);
+    double acc[kBlock] = {};
+    for (int r = 0; r < n; ++r) {
+      const size_t from = static_cast<size_t>(r) * count + t0 + i;
+      for (size_t j = 0; j < len; ++j) {
+        const double t =
+            static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j))) * mult;
+        acc[j] += (t + kMagic) - kMagic;
+      }
+    }
+    if constexpr (kBfloat) {
+      uint16_t* o = static_cast<uint16_t*>(out) + t0 + i;
+      for (size_t j = 0; j < len; ++j) o[j] = bf16_nearest(float_round_to_odd(acc[j] * back));
+    } else {
+      float* o = static_cast<float*>(out) + t0 + i;
+      for (size_t j = 0; j < len; ++j) o[j] = static_cast<float>(acc[j] * back);
+    }
+  }
+}
+
 struct Kernels {
   void (*scales_f32)(const void*, size_t, size_t, int32_t*, bool*);
   void (*scales_bf16)(const void*, size_t, size_t, int32_t*, bool*);
@@ -244,6 +277,8 @@ struct Kernels {
   void (*fixed_bf16)(const void*, size_t, size_t, const int32_t*, int64_t*, bool, bool);
   void (*back_f32)(const int64_t*, size_t, size_t, const int32_t*, void*);
   void (*back_bf16)(const int64_t*, size_t, size_t, const int32_t*, void*);
+  void (*gather_f32)(const void*, size_t, size_t, size_t, int, const int32_t*, void*);
+  void (*gather_bf16)(const void*, size_t, size_t, size_t, int, const int32_t*, void*);
 };
 
 #define CHORUS_EXACT_KERNELS(attr, name)                                                        \
@@ -266,6 +301,14 @@ struct Kernels {
   }                                                                                             \
   attr void name##_back_bf16(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) { \
     back32<true>(q, n, f, s, o);                                                                \
+  }                                                                                             \
+  attr void name##_gather_f32(const void* a, size_t c, size_t t, size_t m, int n,               \
+                              const int32_t* s, void* o) {                                      \
+    gathered32<false>(a, c, t, m, n, s, o);                                                     \
+  }                                                                                             \
+  attr void name##_gather_bf16(const void* a, size_t c, size_t t, size_t m, int n,              \
+                               const int32_t* s, void* o) {                                     \
+    gathered32<true>(a, c, t, m, n, s, o);                                                      \
   }
 
 CHORUS_EXACT_KERNELS(, baseline)
@@ -280,14 +323,14 @@ Kernels pick_kernels() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-    return {avx512_scales_f32, avx512_scales_bf16, avx512_fixed_f32,
-            avx512_fixed_bf16, avx512_back_f32,    avx512_back_bf16};
+    return {avx512_scales_f32, avx512_scales_bf16, avx512_fixed_f32,  avx512_fixed_bf16,
+            avx512_back_f32,   avx512_back_bf16,   avx512_gather_f32, avx512_gather_bf16};
   if (__builtin_cpu_supports("avx2"))
-    return {avx2_scales_f32, avx2_scales_bf16, avx2_fixed_f32,
-            avx2_fixed_bf16, avx2_back_f32,    avx2_back_bf16};
+    return {avx2_scales_f32, avx2_scales_bf16, avx2_fixed_f32,  avx2_fixed_bf16,
+            avx2_back_f32,   avx2_back_bf16,   avx2_gather_f32, avx2_gather_bf16};
 #endif
-  return {baseline_scales_f32, baseline_scales_bf16, baseline_fixed_f32,
-          baseline_fixed_bf16, baseline_back_f32,    baseline_back_bf16};
+  return {baseline_scales_f32, baseline_scales_bf16, baseline_fixed_f32,  baseline_fixed_bf16,
+          baseline_back_f32,   baseline_back_bf16,   baseline_gather_f32, baseline_gather_bf16};
 }
 
 const Kernels& kernels() {
@@ -548,6 +591,13 @@ void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t 
     bool special = false;
     for (int r = 0; r < n; ++r)
       max_scales(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, &special);
+    const bool wide = type == DataType::float32 || type == DataType::bfloat16;
+    if (wide && !special && divisor == 1 && n <= kFusedRanks) {
+      // The same bits in one pass of doubles (gathered32).
+      const auto fused = type == DataType::float32 ? kernels().gather_f32 : kernels().gather_bf16;
+      fused(all, count, t0, m, n, scales, out);
+      continue;
+    }
     for (int r = 0; r < n; ++r)
       to_fixed(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, acc, r > 0,
                special);

@@ -266,6 +266,49 @@ TEST(SumGathered, ContributionOrderAndZeroContributionsChangeNoBit) {
   }
 }
 
+// The gather road (sum_gathered, which sums in doubles where it can) and the
+// integer road (scales, to_fixed, an integer sum, from_fixed) are one
+// function: bitwise equal over the whole range, for 1 to 70 contributions.
+TEST(SumGathered, EqualsTheIntegerRoadBitForBit) {
+  std::mt19937_64 rng(21);
+  for (DataType t : {DataType::bfloat16, DataType::float32, DataType::float16, DataType::float64}) {
+    const int mant = t == DataType::float16    ? 10
+                     : t == DataType::bfloat16 ? 7
+                     : t == DataType::float32  ? 23
+                                               : 52;
+    const int exp = t == DataType::float16 ? 5 : t == DataType::float64 ? 11 : 8;
+    const size_t es = dtype_size(t);
+    for (int n : {1, 2, 3, 17, 64, 65, 70}) {
+      const size_t count = 64 * 9 + 13;
+      std::vector<uint64_t> bits;
+      for (int r = 0; r < n; ++r) {
+        auto v = random_bits(rng, count, mant, exp);
+        // A few blocks of one binade, where every sum is exact.
+        for (size_t i = 0; i < 128; ++i)
+          v[i] = (v[i] & ~(((uint64_t{1} << exp) - 1) << mant)) |
+                 uint64_t{(uint64_t{1} << (exp - 1)) + 2} << mant;
+        bits.insert(bits.end(), v.begin(), v.end());
+      }
+      std::vector<std::byte> all;
+      store(t, all, bits);
+      std::vector<std::byte> gathered(count * es);
+      sum_gathered(t, all.data(), count, n, 1, gathered.data());
+      std::vector<int32_t> scales(block_count(count), 0);
+      bool special = false;
+      for (int r = 0; r < n; ++r)
+        max_scales(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
+                   &special);
+      std::vector<int64_t> sums(count * lanes(t), 0);
+      for (int r = 0; r < n; ++r)
+        to_fixed(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
+                 sums.data(), r > 0, special);
+      std::vector<std::byte> road(count * es);
+      from_fixed(t, sums.data(), count, 0, scales.data(), 1, nullptr, road.data());
+      ASSERT_EQ(gathered, road) << to_string(t) << " n=" << n;
+    }
+  }
+}
+
 TEST(SumGathered, SpecialValuesAsIeeeSummation) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();

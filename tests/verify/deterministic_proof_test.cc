@@ -52,11 +52,11 @@ TEST(DeterministicProof, PartsCarryTheWiderElementsAndTheScales) {
   EXPECT_EQ(f32.integers.count, 1000u);
   EXPECT_EQ(f32.scales.count, exact::block_count(1000) + 1);
   EXPECT_EQ(f32.scales.elem_size, 4u);
-  const DeterministicParts f64 = deterministic_parts({Collective::allreduce, 4, 0, 1000, 8, 0},
-                                                     DataType::float64);
+  const DeterministicParts f64 =
+      deterministic_parts({Collective::allreduce, 4, 0, 1000, 8, 0}, DataType::float64);
   EXPECT_EQ(f64.integers.count, 2000u);  // two lanes per element
-  const DeterministicParts f16 = deterministic_parts({Collective::reduce_scatter, 4, 0, 10, 2, 0},
-                                                     DataType::float16);
+  const DeterministicParts f16 =
+      deterministic_parts({Collective::reduce_scatter, 4, 0, 10, 2, 0}, DataType::float16);
   EXPECT_EQ(f16.scales.count, 1u);  // float16 needs no scales: the flag only
   EXPECT_EQ(f16.integers.count, 10u);
 }
