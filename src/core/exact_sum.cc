@@ -234,40 +234,115 @@ template <bool kBfloat>
 }
 
 // The gather road's local sums for float32 and bfloat16, elements [t0, t0 +
-// m) of `count` (t0 a whole block) of n contributions side by side in `all`,
-// without special values, for a sum (divisor 1) of at most kFusedRanks
-// contributions. All in doubles: t + 1.5 * 2^52 - 1.5 * 2^52 rounds t to an
-// integer-valued double (ties to even), which is the fixed form q, and up to
-// 64 of them (each at most 2^46) sum exactly below 2^53. So this is bitwise
-// the integer road (to_fixed, the integer sum, back32's double road), in one
-// pass over the contributions and without int64 lanes.
+// m) of `count` (t0 a whole block, m at most kTile) of n contributions side
+// by side in `all`, for a sum (divisor 1) of at most kFusedRanks
+// contributions; false where a contribution is an infinity or a NaN. All in
+// doubles, and bitwise the integer road (to_fixed, the integer sum,
+// back32): t + 1.5 * 2^52 - 1.5 * 2^52 is round(t), ties to even, which is
+// the fixed form q as an integer-valued double, and up to 64 of them (each
+// at most 2^46) sum exactly below 2^53.
 constexpr int kFusedRanks = 64;
+constexpr size_t kTile = 32 * kBlock;
 
 template <bool kBfloat>
-[[gnu::always_inline]] inline void gathered32(const void* all, size_t count, size_t t0, size_t m,
-                                              int n, const int32_t* scales, void* out) {
-  for (size_t i = 0; i < m; i += kBlock) {
-    const size_t len = std::min(kBlock, m - i);
-    const int e = std::max(scales[i / kBlock], 1);
-    const double mult = pow2(kShift32 - e);
-    const double back = pow2(e - kShift32);
-    double acc[kBlock] = {};
+[[gnu::always_inline]] inline bool gathered32(const void* all, size_t count, size_t t0, size_t m,
+                                              int n, void* out) {
+  // Element-wise largest and smallest non-zero magnitude (as bits; the
+  // smallest minus 1, so that zero wraps to the largest) over the
+  // contributions, then one reduction of each per block.
+  // (Two contributions go straight to the per-block reductions.)
+  uint32_t top[kTile];
+  uint32_t low[kTile];
+  if (n != 2) {
+    for (size_t j = 0; j < m; ++j) {
+      top[j] = 0;
+      low[j] = 0xffffffffu;
+    }
     for (int r = 0; r < n; ++r) {
-      const size_t from = static_cast<size_t>(r) * count + t0 + i;
-      for (size_t j = 0; j < len; ++j) {
+      const size_t from = static_cast<size_t>(r) * count + t0;
+      for (size_t j = 0; j < m; ++j) {
+        const uint32_t a = bits32<kBfloat>(all, from + j) & 0x7fffffffu;
+        top[j] = top[j] > a ? top[j] : a;
+        low[j] = low[j] < a - 1u ? low[j] : a - 1u;
+      }
+    }
+  }
+  const size_t blocks = (m + kBlock - 1) / kBlock;
+  double mult[kTile / kBlock];
+  double back[kTile / kBlock];
+  // A block whose every contribution lies on its grid (within 22 binades of
+  // its largest; the common case) needs no rounding to the grid: its
+  // elements sum exactly as they are.
+  bool on_grid[kTile / kBlock];
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t end = std::min(m, (b + 1) * kBlock);
+    uint32_t t = 0;
+    uint32_t l = 0xffffffffu;
+    if (n == 2) {
+      for (size_t j = b * kBlock; j < end; ++j) {
+        const uint32_t x = bits32<kBfloat>(all, t0 + j) & 0x7fffffffu;
+        const uint32_t y = bits32<kBfloat>(all, count + t0 + j) & 0x7fffffffu;
+        const uint32_t big = x > y ? x : y;
+        t = t > big ? t : big;
+        const uint32_t small = x - 1u < y - 1u ? x - 1u : y - 1u;
+        l = l < small ? l : small;
+      }
+    } else {
+      for (size_t j = b * kBlock; j < end; ++j) t = t > top[j] ? t : top[j];
+      for (size_t j = b * kBlock; j < end; ++j) l = l < low[j] ? l : low[j];
+    }
+    if (t >= 0x7f800000u) return false;
+    const int e = std::max(static_cast<int>(t >> 23), 1);
+    on_grid[b] = l == 0xffffffffu || std::max(static_cast<int>((l + 1) >> 23), 1) >= e - 22;
+    mult[b] = on_grid[b] ? 1.0 : pow2(kShift32 - e);
+    back[b] = on_grid[b] ? 1.0 : pow2(e - kShift32);
+  }
+  if constexpr (!kBfloat) {
+    if (n == 2) {
+      // Two float32 on the grid: their float32 sum is their exact sum
+      // rounded once.
+      const float* x = static_cast<const float*>(all) + t0;
+      const float* y = x + count;
+      float* o = static_cast<float*>(out) + t0;
+      bool all_on_grid = true;
+      for (size_t b = 0; b < blocks; ++b) all_on_grid = all_on_grid && on_grid[b];
+      if (all_on_grid) {
+        for (size_t j = 0; j < m; ++j) o[j] = x[j] + y[j];
+        return true;
+      }
+    }
+  }
+  double acc[kTile];
+  for (size_t j = 0; j < m; ++j) acc[j] = 0;
+  for (int r = 0; r < n; ++r) {
+    const size_t from = static_cast<size_t>(r) * count + t0;
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t end = std::min(m, (b + 1) * kBlock);
+      if (on_grid[b]) {
+        for (size_t j = b * kBlock; j < end; ++j)
+          acc[j] += static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j)));
+        continue;
+      }
+      const double k = mult[b];
+      for (size_t j = b * kBlock; j < end; ++j) {
         const double t =
-            static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j))) * mult;
+            static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j))) * k;
         acc[j] += (t + kMagic) - kMagic;
       }
     }
+  }
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t end = std::min(m, (b + 1) * kBlock);
+    const double k = back[b];
     if constexpr (kBfloat) {
-      uint16_t* o = static_cast<uint16_t*>(out) + t0 + i;
-      for (size_t j = 0; j < len; ++j) o[j] = bf16_nearest(float_round_to_odd(acc[j] * back));
+      uint16_t* o = static_cast<uint16_t*>(out) + t0;
+      for (size_t j = b * kBlock; j < end; ++j) o[j] = bf16_nearest(float_round_to_odd(acc[j] * k));
     } else {
-      float* o = static_cast<float*>(out) + t0 + i;
-      for (size_t j = 0; j < len; ++j) o[j] = static_cast<float>(acc[j] * back);
+      float* o = static_cast<float*>(out) + t0;
+      for (size_t j = b * kBlock; j < end; ++j) o[j] = static_cast<float>(acc[j] * k);
     }
   }
+  return true;
 }
 
 struct Kernels {
@@ -277,8 +352,8 @@ struct Kernels {
   void (*fixed_bf16)(const void*, size_t, size_t, const int32_t*, int64_t*, bool, bool);
   void (*back_f32)(const int64_t*, size_t, size_t, const int32_t*, void*);
   void (*back_bf16)(const int64_t*, size_t, size_t, const int32_t*, void*);
-  void (*gather_f32)(const void*, size_t, size_t, size_t, int, const int32_t*, void*);
-  void (*gather_bf16)(const void*, size_t, size_t, size_t, int, const int32_t*, void*);
+  bool (*gather_f32)(const void*, size_t, size_t, size_t, int, void*);
+  bool (*gather_bf16)(const void*, size_t, size_t, size_t, int, void*);
 };
 
 #define CHORUS_EXACT_KERNELS(attr, name)                                                        \
@@ -302,13 +377,11 @@ struct Kernels {
   attr void name##_back_bf16(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) { \
     back32<true>(q, n, f, s, o);                                                                \
   }                                                                                             \
-  attr void name##_gather_f32(const void* a, size_t c, size_t t, size_t m, int n,               \
-                              const int32_t* s, void* o) {                                      \
-    gathered32<false>(a, c, t, m, n, s, o);                                                     \
+  attr bool name##_gather_f32(const void* a, size_t c, size_t t, size_t m, int n, void* o) {    \
+    return gathered32<false>(a, c, t, m, n, o);                                                 \
   }                                                                                             \
-  attr void name##_gather_bf16(const void* a, size_t c, size_t t, size_t m, int n,              \
-                               const int32_t* s, void* o) {                                     \
-    gathered32<true>(a, c, t, m, n, s, o);                                                      \
+  attr bool name##_gather_bf16(const void* a, size_t c, size_t t, size_t m, int n, void* o) {   \
+    return gathered32<true>(a, c, t, m, n, o);                                                  \
   }
 
 CHORUS_EXACT_KERNELS(, baseline)
@@ -576,9 +649,9 @@ void from_fixed(DataType type, const int64_t* sums, size_t count, size_t first,
 void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t divisor,
                   void* out) {
   CHORUS_CHECK(n >= 1);
-  // Tiles of whole blocks, small enough that a tile's fixed forms stay in
-  // the first-level caches while every contribution adds into them.
-  constexpr size_t kTile = 32 * kBlock;
+  // Tiles of kTile elements (whole blocks), small enough that a tile's
+  // fixed forms stay in the first-level caches while every contribution adds
+  // into them.
   const size_t es = dtype_size(type);
   int32_t scales[kTile / kBlock];
   int64_t acc[kTile * 2];
@@ -587,17 +660,16 @@ void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t 
   auto* dst = static_cast<std::byte*>(out);
   for (size_t t0 = 0; t0 < count; t0 += kTile) {
     const size_t m = std::min(kTile, count - t0);
+    const bool wide = type == DataType::float32 || type == DataType::bfloat16;
+    if (wide && divisor == 1 && n <= kFusedRanks) {
+      // The same bits in doubles (gathered32), unless there are specials.
+      const auto fused = type == DataType::float32 ? kernels().gather_f32 : kernels().gather_bf16;
+      if (fused(all, count, t0, m, n, out)) continue;
+    }
     std::fill(std::begin(scales), std::end(scales), 0);
     bool special = false;
     for (int r = 0; r < n; ++r)
       max_scales(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, &special);
-    const bool wide = type == DataType::float32 || type == DataType::bfloat16;
-    if (wide && !special && divisor == 1 && n <= kFusedRanks) {
-      // The same bits in one pass of doubles (gathered32).
-      const auto fused = type == DataType::float32 ? kernels().gather_f32 : kernels().gather_bf16;
-      fused(all, count, t0, m, n, scales, out);
-      continue;
-    }
     for (int r = 0; r < n; ++r)
       to_fixed(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, acc, r > 0,
                special);
