@@ -146,11 +146,11 @@ class CommunicatorImpl {
   static constexpr int kSetupTag = -1;
 
   // Deterministic calls (api/deterministic.cc): whether `call` takes the
-  // road: the collective on integers (whole), a ReduceScatter of integers
-  // and an AllGather of the results (split), or an AllGather and local sums
-  // (gather); and what it runs: "gather", "split:" and the ReduceScatter's
-  // algorithm, or the algorithm of the integer pass.
-  enum class Road { whole, split, gather };
+  // road: the collective on integers (whole), an AllToAll of the elements,
+  // local sums of each rank's block and an AllGather of the results
+  // (scatter), or an AllGather and local sums of every element (gather); and
+  // what it runs: "gather", "scatter", or the integer pass's algorithm.
+  enum class Road { whole, scatter, gather };
   Road deterministic_road(const Call& call) const;
   std::string deterministic_pick(const Call& call);
 
@@ -185,6 +185,8 @@ class CommunicatorImpl {
     std::vector<int64_t> special_sums;
     std::vector<std::byte> gathered;
     std::vector<std::byte> block;
+    std::vector<std::byte> padded;
+    std::vector<std::byte> result_elements;
   };
   DeterministicBuffers det_;
   void validate(const Call& call) const;

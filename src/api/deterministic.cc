@@ -3,29 +3,34 @@
 // (core/exact_sum.h has the arithmetic; docs/ALGORITHMS.md, "Deterministic
 // reductions", the method and its bound).
 //
-// Two ways to the same bits:
+// Three roads to the same bits:
 //
-//   fixed   1. scales: AllReduce(max) of one int32 per block of 64 elements
-//              (and one flag: some rank holds an infinity or a NaN)
-//           2. every rank turns its elements into fixed forms (int64 lanes)
-//           3. the collective itself, on the integers, with sum: any
-//              algorithm, since integer addition is exact and associative
-//           4. (only when flagged) the same collective on per-element
-//              counts of infinities and NaNs
-//           5. back to the element type, rounded once
-//           bytes: the call's, times 8 / element size (float16 4x, float32
-//           2x, float64 2x), plus count / 16 bytes of scales
+//   whole    1. scales: AllReduce(max) of one int32 per block of 64 elements
+//               (and one flag: some rank holds an infinity or a NaN)
+//            2. every rank turns its elements into fixed forms (int64 lanes)
+//            3. the collective itself, on the integers, with sum: any
+//               algorithm, since integer addition is exact and associative
+//               (the algorithm the call names runs here)
+//            4. (only when flagged) the same collective on per-element
+//               counts of infinities and NaNs
+//            5. back to the element type, rounded once
+//            bytes: the call's, times 8 / element size (float16 4x, float32
+//            2x, float64 2x), plus count / 16 bytes of scales
 //
-//   gather  (AllReduce only) AllGather of the elements, then each rank sums
-//           all N contributions of each element itself, as exactly: one
-//           collective, (N - 1) * count elements received. Chosen where that
-//           is cheaper than the fixed road: at N = 2 (as many bytes as a
-//           ring AllReduce, and no scale pass) and for small calls, whose
-//           time is the latency of one collective rather than two.
+//   scatter  (AllReduce with no algorithm named, over 64 KiB gathered)
+//            AllToAll: each rank receives every rank's part of its block;
+//            each rank sums its block's N contributions itself, exactly
+//            (exact::sum_gathered); AllGather of the results. The bytes of a
+//            ring AllReduce, 2 (N-1)/N of the call, no scale pass, and local
+//            sums of count / N elements of N contributions
 //
-// Both compute the same function of the contributions: the scale of a block
-// is the largest exponent among all its contributions either way, and the
-// integer sum is exact either way.
+//   gather   (AllReduce with no algorithm named, N * count at most 64 KiB)
+//            AllGather of the elements, then each rank sums all N
+//            contributions of every element: one collective
+//
+// All compute the same function of the contributions: a block's scale is the
+// largest exponent among all its contributions, and the sum is exact, on
+// every road (exact_sum.h).
 //
 // Calls longer than kPiece elements go piece by piece (whole blocks), so that
 // the integer buffers stay bounded; pieces do not change any bit, because an
@@ -47,6 +52,12 @@ namespace {
 // Elements per piece: whole blocks, 32 MiB of int64 lanes for float32.
 constexpr size_t kPiece = size_t{1} << 22;
 static_assert(kPiece % exact::kBlock == 0);
+// The gather and scatter roads' pieces are smaller, so that the
+// contributions an AllGather or AllToAll has just written are summed while
+// they are still in the cache.
+constexpr size_t kScatterPiece = size_t{1} << 19;
+constexpr size_t kGatherPiece = size_t{1} << 18;
+static_assert(kGatherPiece % exact::kBlock == 0);
 
 // AllReduce calls whose gathered contributions (N times the call) stay within
 // this take the gather road at any N: one collective instead of two.
@@ -73,24 +84,21 @@ CommunicatorImpl::Road CommunicatorImpl::deterministic_road(const Call& call) co
   if (call.collective != Collective::allreduce || !call.options.algorithm.empty() ||
       !config_.algorithm_for(call.collective).empty() || n == 1)
     return Road::whole;
-  if (n == 2 || call.count * dtype_size(call.type) * n <= kGatherBytes) return Road::gather;
-  return Road::split;
+  if (call.count * dtype_size(call.type) * n <= kGatherBytes) return Road::gather;
+  return Road::scatter;
 }
 
 std::string CommunicatorImpl::deterministic_pick(const Call& call) {
   const Road road = deterministic_road(call);
   if (road == Road::gather) return "gather";
+  if (road == Road::scatter) return "scatter";
   // The integer pass's algorithm, as the integer call of this size gets it.
-  const size_t lanes = call.count * exact::lanes(call.type);
-  const auto n = static_cast<size_t>(size());
-  const Collective c = road == Road::split ? Collective::reduce_scatter : call.collective;
-  const size_t count = road == Road::split ? (lanes + n - 1) / n : lanes;
-  CollectiveSpec spec{c, size(), rank(), count, 8, call.root, config_.segment_bytes};
+  CollectiveSpec spec{
+      call.collective,      size(), rank(), call.count * exact::lanes(call.type), 8, call.root,
+      config_.segment_bytes};
   spec.host_of = host_of_;
   spec.windows = windows_ != nullptr;
-  const std::string name(
-      current_algorithm(spec, DataType::int64, ReduceOp::sum, call.options).name);
-  return road == Road::split ? "split:" + name : name;
+  return std::string(current_algorithm(spec, DataType::int64, ReduceOp::sum, call.options).name);
 }
 
 void CommunicatorImpl::run_part(Collective whole, uint32_t k, const Call& call) {
@@ -139,59 +147,41 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
     const Road road = deterministic_road(call);
     if (road == Road::gather) {
       // The gather road.
-      for (size_t at = 0; at < call.count; at += kPiece) {
-        const size_t m = std::min(kPiece, call.count - at);
+      for (size_t at = 0; at < call.count; at += kGatherPiece) {
+        const size_t m = std::min(kGatherPiece, call.count - at);
         det_.gathered.resize(m * es * static_cast<size_t>(n));
         run_part(c, 1,
                  Call::allgather(send + at * es, det_.gathered.data(), m, type, part_options("")));
         exact::sum_gathered(type, det_.gathered.data(), m, n, divisor, recv + at * es);
       }
-    } else if (road == Road::split) {
-      // Pieces padded to a multiple of N elements (zeros add nothing), so
-      // that the ReduceScatter's blocks are equal.
+    } else if (road == Road::scatter) {
+      // Each rank's block of k elements (whole blocks of 64, so that its
+      // scales are the call's; zeros pad the last) gathers every rank's
+      // contribution by an AllToAll, is summed here, and goes to every rank
+      // by an AllGather.
       const auto un = static_cast<size_t>(n);
-      for (size_t at = 0; at < call.count; at += kPiece) {
-        const size_t m = std::min(kPiece, call.count - at);
-        const size_t k = (m + un - 1) / un;  // elements of each rank's block
+      for (size_t at = 0; at < call.count; at += kScatterPiece) {
+        const size_t m = std::min(kScatterPiece, call.count - at);
+        const size_t k = exact::block_count((m + un - 1) / un) * exact::kBlock;
         const size_t mp = k * un;
-        const size_t nb = exact::has_scales(type) ? exact::block_count(mp) : 0;
-        det_.scales.assign(nb + 1, 0);
-        bool special = false;
-        exact::max_scales(type, send + at * es, m, 0, det_.scales.data(), &special);
-        det_.scales[nb] = special ? 1 : 0;
-        run_part(c, 1,
-                 Call::allreduce(det_.scales.data(), det_.scales.data(), nb + 1, DataType::int32,
-                                 ReduceOp::max, part_options("")));
-        special = det_.scales[nb] != 0;
-        det_.fixed.resize(mp * w);
-        std::fill(det_.fixed.begin() + static_cast<std::ptrdiff_t>(m * w), det_.fixed.end(), 0);
-        exact::to_fixed(type, send + at * es, m, 0, det_.scales.data(), det_.fixed.data(), false,
-                        special);
-        det_.result.resize(k * w);
-        run_part(c, 2,
-                 Call::reduce_scatter(det_.fixed.data(), det_.result.data(), k * w, DataType::int64,
-                                      ReduceOp::sum, part_options("")));
-        if (special) {
-          det_.specials.assign(mp, 0);
-          exact::special_counts(type, send + at * es, m, det_.specials.data(), false);
-          det_.special_sums.resize(k);
-          run_part(c, 3,
-                   Call::reduce_scatter(det_.specials.data(), det_.special_sums.data(), k,
-                                        DataType::int64, ReduceOp::sum, part_options("")));
+        const std::byte* from = send + at * es;
+        if (mp != m) {
+          det_.padded.resize(mp * es);
+          std::memcpy(det_.padded.data(), from, m * es);
+          std::memset(det_.padded.data() + m * es, 0, (mp - m) * es);
+          from = det_.padded.data();
         }
-        // This rank's block back in the element type, then every block to
-        // every rank (straight into recv where the piece needs no padding).
+        det_.gathered.resize(mp * es);
+        run_part(c, 1, Call::alltoall(from, det_.gathered.data(), k, type, part_options("")));
         det_.block.resize(k * es);
-        exact::from_fixed(type, det_.result.data(), k, static_cast<size_t>(rank()) * k,
-                          det_.scales.data(), divisor, special ? det_.special_sums.data() : nullptr,
-                          det_.block.data());
+        exact::sum_gathered(type, det_.gathered.data(), k, n, divisor, det_.block.data());
         std::byte* all = recv + at * es;
         if (mp != m) {
-          det_.gathered.resize(mp * es);
-          all = det_.gathered.data();
+          det_.result_elements.resize(mp * es);
+          all = det_.result_elements.data();
         }
-        run_part(c, 4, Call::allgather(det_.block.data(), all, k, type, part_options("")));
-        if (mp != m) std::memcpy(recv + at * es, det_.gathered.data(), m * es);
+        run_part(c, 2, Call::allgather(det_.block.data(), all, k, type, part_options("")));
+        if (mp != m) std::memcpy(recv + at * es, all, m * es);
       }
     } else if (c == Collective::reduce_scatter) {
       const size_t rc = call.count;

@@ -297,19 +297,29 @@ template <bool kBfloat>
     mult[b] = on_grid[b] ? 1.0 : pow2(kShift32 - e);
     back[b] = on_grid[b] ? 1.0 : pow2(e - kShift32);
   }
-  if constexpr (!kBfloat) {
-    if (n == 2) {
-      // Two float32 on the grid: their float32 sum is their exact sum
-      // rounded once.
-      const float* x = static_cast<const float*>(all) + t0;
-      const float* y = x + count;
-      float* o = static_cast<float*>(out) + t0;
-      bool all_on_grid = true;
-      for (size_t b = 0; b < blocks; ++b) all_on_grid = all_on_grid && on_grid[b];
-      if (all_on_grid) {
+  if (n == 2) {
+    bool all_on_grid = true;
+    for (size_t b = 0; b < blocks; ++b) all_on_grid = all_on_grid && on_grid[b];
+    if (all_on_grid) {
+      if constexpr (kBfloat) {
+        // Two bfloat16 on the grid: their double sum is exact.
+        const uint16_t* x = static_cast<const uint16_t*>(all) + t0;
+        const uint16_t* y = x + count;
+        uint16_t* o = static_cast<uint16_t*>(out) + t0;
+        for (size_t j = 0; j < m; ++j) {
+          const double sum = static_cast<double>(std::bit_cast<float>(uint32_t{x[j]} << 16)) +
+                             static_cast<double>(std::bit_cast<float>(uint32_t{y[j]} << 16));
+          o[j] = bf16_nearest(float_round_to_odd(sum));
+        }
+      } else {
+        // Two float32 on the grid: their float32 sum is their exact sum
+        // rounded once.
+        const float* x = static_cast<const float*>(all) + t0;
+        const float* y = x + count;
+        float* o = static_cast<float*>(out) + t0;
         for (size_t j = 0; j < m; ++j) o[j] = x[j] + y[j];
-        return true;
       }
+      return true;
     }
   }
   double acc[kTile];
