@@ -61,31 +61,28 @@ double simulate_deterministic(const Algorithm& algo, const CollectiveSpec& call,
          part_seconds(algo, p.integers, topology, options) + local_seconds(p.local_bytes, options);
 }
 
-double simulate_deterministic_split(const Algorithm& reduce_scatter, const CollectiveSpec& call,
-                                    DataType type, const Topology& topology, SimOptions options) {
+double simulate_deterministic_scatter(const CollectiveSpec& call, DataType type,
+                                      const Topology& topology, SimOptions options) {
   CHORUS_CHECK(call.collective == Collective::allreduce);
-  const DeterministicParts p = deterministic_parts(call, type);
   const auto n = static_cast<size_t>(call.nranks);
-  const size_t k = (call.count + n - 1) / n;  // elements of each rank's block
-  CollectiveSpec rs = p.integers;
-  rs.collective = Collective::reduce_scatter;
-  rs.count = k * exact::lanes(type);
-  CollectiveSpec ag = call;
-  ag.collective = Collective::allgather;
-  ag.count = k;
-  ag.average = false;
-  ag.window_buffers = false;
-  const Algorithm* scales = find_algorithm(Collective::allreduce, "recursive_doubling");
+  // Each rank's block, in whole blocks of 64 (api/deterministic.cc).
+  const size_t k = exact::block_count((call.count + n - 1) / n) * exact::kBlock;
+  CollectiveSpec exchange = call;
+  exchange.collective = Collective::alltoall;
+  exchange.count = k;
+  exchange.average = false;
+  exchange.window_buffers = false;
+  CollectiveSpec gather = exchange;
+  gather.collective = Collective::allgather;
+  const Algorithm* pairwise = find_algorithm(Collective::alltoall, "pairwise");
   const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
-  CHORUS_CHECK(scales != nullptr && ring != nullptr);
-  const double es = static_cast<double>(dtype_size(type));
-  const double lane_bytes = 8.0 * static_cast<double>(exact::lanes(type));
-  // To fixed forms: every element; back: this rank's block only.
-  const double local = static_cast<double>(call.count) * (es + lane_bytes) +
-                       static_cast<double>(k) * (es + lane_bytes);
-  return part_seconds(*scales, p.scales, topology, options) +
-         part_seconds(reduce_scatter, rs, topology, options) +
-         part_seconds(*ring, ag, topology, options) + local_seconds(local, options);
+  CHORUS_CHECK(pairwise != nullptr && ring != nullptr);
+  options.elem_size = dtype_size(type);
+  const double bytes = static_cast<double>(k * dtype_size(type));
+  // The local sums read N contributions of the block and write it once.
+  return part_seconds(*pairwise, exchange, topology, options) +
+         part_seconds(*ring, gather, topology, options) +
+         local_seconds((static_cast<double>(n) + 1) * bytes, options);
 }
 
 double simulate_deterministic_gather(const CollectiveSpec& call, DataType type,

@@ -5,9 +5,10 @@
 //   fixed road   scales:   AllReduce(max) of block_count + 1 int32
 //                integers: the call's collective on count * lanes int64 (sum)
 //                local:    every element to its fixed form and back
-//   split road   scales as above; a ReduceScatter of the int64 lanes; each
-//                rank's block back; an AllGather of the element type
-//                (AllReduce only)
+//   scatter road an AllToAll of the elements (each rank gets every rank's
+//                part of its block of ceil(count / N), in whole blocks of 64),
+//                the N contributions of its block summed on each rank, an
+//                AllGather of the results (AllReduce only)
 //   gather road  AllGather of the elements, then the N contributions of each
 //                element summed on every rank (AllReduce only)
 //
@@ -42,11 +43,10 @@ DeterministicParts deterministic_parts(const CollectiveSpec& call, DataType type
 double simulate_deterministic(const Algorithm& algo, const CollectiveSpec& call, DataType type,
                               const Topology& topology, SimOptions options);
 
-// Seconds of the split road of an AllReduce `call`: the scale pass, a
-// ReduceScatter of the integers with `reduce_scatter`, the conversions, and
-// a ring AllGather of the results in the element type.
-double simulate_deterministic_split(const Algorithm& reduce_scatter, const CollectiveSpec& call,
-                                    DataType type, const Topology& topology, SimOptions options);
+// Seconds of the scatter road of an AllReduce `call`: a pairwise AllToAll of
+// the elements, the local sums of each rank's block, a ring AllGather.
+double simulate_deterministic_scatter(const CollectiveSpec& call, DataType type,
+                                      const Topology& topology, SimOptions options);
 
 // Seconds of the gather road (ring AllGather, then the local sums) of an
 // AllReduce `call`.

@@ -3,6 +3,7 @@
 
 #include "algorithms/deterministic.h"
 #include "core/check.h"
+#include "core/exact_sum.h"
 
 namespace chorus {
 
@@ -55,32 +56,33 @@ VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& requested)
 
 VerifyResult verify_deterministic(const Algorithm& algorithm, const CollectiveSpec& base,
                                   DataType type) {
-  const bool split = algorithm.collective == Collective::reduce_scatter &&
-                     base.collective == Collective::allreduce;
-  if (!split && algorithm.collective != base.collective)
+  const bool scatter =
+      algorithm.collective == Collective::alltoall && base.collective == Collective::allreduce;
+  if (!scatter && algorithm.collective != base.collective)
     fail(ErrorCode::invalid_argument, "verify_deterministic: ", algorithm.name, " is a ",
          to_string(algorithm.collective), " algorithm, the call a ", to_string(base.collective));
-  const DeterministicParts parts = deterministic_parts(base, type);
-  const Algorithm* scales = find_algorithm(Collective::allreduce, "recursive_doubling");
-  CHORUS_CHECK(scales != nullptr);
-  if (VerifyResult r = verify(*scales, parts.scales); !r.ok()) return r;
-  if (!split) return verify(algorithm, parts.integers);
-  // The split road: a ReduceScatter of blocks of ceil(count / N) * lanes
-  // integers, then an AllGather of blocks of ceil(count / N) elements.
+  if (!scatter) {
+    const DeterministicParts parts = deterministic_parts(base, type);
+    const Algorithm* scales = find_algorithm(Collective::allreduce, "recursive_doubling");
+    CHORUS_CHECK(scales != nullptr);
+    if (VerifyResult r = verify(*scales, parts.scales); !r.ok()) return r;
+    return verify(algorithm, parts.integers);
+  }
+  // The scatter road: an AllToAll of blocks of k elements, then an
+  // AllGather of blocks of k; both move elements unchanged, so each rank's
+  // sums see exactly the N contributions of its block.
   const auto n = static_cast<size_t>(base.nranks);
-  const size_t k = (base.count + n - 1) / n;
-  CollectiveSpec rs = parts.integers;
-  rs.collective = Collective::reduce_scatter;
-  rs.count = k * (parts.integers.count / std::max<size_t>(base.count, 1));
-  VerifyResult r = verify(algorithm, rs);
+  CollectiveSpec exchange = base;
+  exchange.collective = Collective::alltoall;
+  exchange.count = exact::block_count((base.count + n - 1) / n) * exact::kBlock;
+  exchange.average = false;
+  VerifyResult r = verify(algorithm, exchange);
   if (!r.ok()) return r;
-  CollectiveSpec ag = base;
-  ag.collective = Collective::allgather;
-  ag.count = k;
-  ag.average = false;
+  CollectiveSpec gather = exchange;
+  gather.collective = Collective::allgather;
   const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
   CHORUS_CHECK(ring != nullptr);
-  if (VerifyResult g = verify(*ring, ag); !g.ok()) return g;
+  if (VerifyResult g = verify(*ring, gather); !g.ok()) return g;
   return r;
 }
 

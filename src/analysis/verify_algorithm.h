@@ -28,10 +28,11 @@ VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& base);
 // int64 lanes under sum), whose max and sum are associative and
 // commutative, so the value is the same in every order of any schedule; the
 // conversion back is a function of that value alone. `base` is the user's
-// call (elem_size the type's); `algorithm` carries the integer pass (a
-// ReduceScatter algorithm proves the split road: the ReduceScatter of the
-// integers and the ring AllGather after it). Returns the first failure, else
-// the integer pass's result.
+// call (elem_size the type's); `algorithm` carries the integer pass (an
+// AllToAll algorithm proves the scatter road instead: its AllToAll and the
+// ring AllGather after it move every element unchanged, so each rank sums
+// exactly the N contributions of its block). Returns the first failure,
+// else the integer pass's (or the AllToAll's) result.
 VerifyResult verify_deterministic(const Algorithm& algorithm, const CollectiveSpec& base,
                                   DataType type);
 

@@ -274,6 +274,9 @@ template <bool kBfloat>
   // its largest; the common case) needs no rounding to the grid: its
   // elements sum exactly as they are.
   bool on_grid[kTile / kBlock];
+  // Within 15 binades (a bfloat16 block): two contributions sum exactly in
+  // float32 (8 + 15 + 1 bits).
+  bool narrow[kTile / kBlock];
   for (size_t b = 0; b < blocks; ++b) {
     const size_t end = std::min(m, (b + 1) * kBlock);
     uint32_t t = 0;
@@ -293,13 +296,32 @@ template <bool kBfloat>
     }
     if (t >= 0x7f800000u) return false;
     const int e = std::max(static_cast<int>(t >> 23), 1);
-    on_grid[b] = l == 0xffffffffu || std::max(static_cast<int>((l + 1) >> 23), 1) >= e - 22;
+    const int lowest = l == 0xffffffffu ? e : std::max(static_cast<int>((l + 1) >> 23), 1);
+    on_grid[b] = lowest >= e - 22;
+    narrow[b] = lowest >= e - 15;
     mult[b] = on_grid[b] ? 1.0 : pow2(kShift32 - e);
     back[b] = on_grid[b] ? 1.0 : pow2(e - kShift32);
   }
   if (n == 2) {
     bool all_on_grid = true;
-    for (size_t b = 0; b < blocks; ++b) all_on_grid = all_on_grid && on_grid[b];
+    bool all_narrow = true;
+    for (size_t b = 0; b < blocks; ++b) {
+      all_on_grid = all_on_grid && on_grid[b];
+      all_narrow = all_narrow && narrow[b];
+    }
+    if (kBfloat && all_narrow) {
+      // Two bfloat16 within 15 binades: their float32 sum is exact, and
+      // rounding it to bfloat16 is the one rounding.
+      const uint16_t* x = static_cast<const uint16_t*>(all) + t0;
+      const uint16_t* y = x + count;
+      uint16_t* o = static_cast<uint16_t*>(out) + t0;
+      for (size_t j = 0; j < m; ++j) {
+        const float sum =
+            std::bit_cast<float>(uint32_t{x[j]} << 16) + std::bit_cast<float>(uint32_t{y[j]} << 16);
+        o[j] = bf16_nearest(std::bit_cast<uint32_t>(sum));
+      }
+      return true;
+    }
     if (all_on_grid) {
       if constexpr (kBfloat) {
         // Two bfloat16 on the grid: their double sum is exact.

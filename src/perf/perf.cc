@@ -159,22 +159,20 @@ double deterministic_predicted_us(const RowPlan& p, int n, size_t segment_bytes,
   const CollectiveSpec spec = row_spec(p, n, segment_bytes);
   const std::string_view shown = p.shown_algorithm;
   const bool gather = shown == "gather";
-  const bool split = shown.starts_with("split:");
-  const Algorithm* algo = gather  ? nullptr
-                          : split ? find_algorithm(Collective::reduce_scatter, shown.substr(6))
-                                  : find_algorithm(p.collective, shown);
-  if (!gather && algo == nullptr) return std::nan("");
+  const bool scatter = shown == "scatter";
+  const Algorithm* algo = gather || scatter ? nullptr : find_algorithm(p.collective, shown);
+  if (!gather && !scatter && algo == nullptr) return std::nan("");
   if (model != nullptr)
-    return 1e6 * (gather  ? model->deterministic_gather_time(spec, p.type)
-                  : split ? model->deterministic_split_time(*algo, spec, p.type)
-                          : model->deterministic_time(*algo, spec, p.type));
+    return 1e6 * (gather    ? model->deterministic_gather_time(spec, p.type)
+                  : scatter ? model->deterministic_scatter_time(spec, p.type)
+                            : model->deterministic_time(*algo, spec, p.type));
   if (!(link.beta > 0)) return std::nan("");
   const LinkParams params{"link", link.alpha, link.beta};
   const auto topology = make_topology("switch", n, params, params);
   SimOptions options;
-  return 1e6 * (gather  ? simulate_deterministic_gather(spec, p.type, *topology, options)
-                : split ? simulate_deterministic_split(*algo, spec, p.type, *topology, options)
-                        : simulate_deterministic(*algo, spec, p.type, *topology, options));
+  return 1e6 * (gather    ? simulate_deterministic_gather(spec, p.type, *topology, options)
+                : scatter ? simulate_deterministic_scatter(spec, p.type, *topology, options)
+                          : simulate_deterministic(*algo, spec, p.type, *topology, options));
 }
 
 // One call of a row on the given buffers.

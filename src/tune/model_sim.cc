@@ -67,13 +67,12 @@ double MachineSim::deterministic_time(const Algorithm& algo, const CollectiveSpe
                                                           options(DataType::int64, ReduceOp::sum));
 }
 
-double MachineSim::deterministic_split_time(const Algorithm& reduce_scatter,
-                                            const CollectiveSpec& spec, DataType type) const {
+double MachineSim::deterministic_scatter_time(const CollectiveSpec& spec, DataType type) const {
   if (spec.nranks <= 1) return 0;
-  // Three calls of their own: scales, the ReduceScatter, the AllGather.
-  return 3 * link_.call_overhead +
-         simulate_deterministic_split(reduce_scatter, spec, type, *topology(spec.nranks),
-                                      options(DataType::int64, ReduceOp::sum));
+  // Two calls of their own: the AllToAll and the AllGather.
+  return 2 * link_.call_overhead + simulate_deterministic_scatter(spec, type,
+                                                                  *topology(spec.nranks),
+                                                                  options(type, ReduceOp::sum));
 }
 
 double MachineSim::deterministic_gather_time(const CollectiveSpec& spec, DataType type) const {

@@ -61,9 +61,8 @@ class MachineSim {
   // `algo` carrying the integer pass, and on the gather road (AllReduce).
   double deterministic_time(const Algorithm& algo, const CollectiveSpec& spec, DataType type) const;
   double deterministic_gather_time(const CollectiveSpec& spec, DataType type) const;
-  // ... and on the split road with `reduce_scatter` carrying the integers.
-  double deterministic_split_time(const Algorithm& reduce_scatter, const CollectiveSpec& spec,
-                                  DataType type) const;
+  // ... and on the scatter road (AllReduce).
+  double deterministic_scatter_time(const CollectiveSpec& spec, DataType type) const;
   // The correction time() applies to raw_time() (1 where none is learned).
   double correction(const Algorithm& algo, const CollectiveSpec& spec, DataType type) const;
 

@@ -278,34 +278,44 @@ TEST(SumGathered, EqualsTheIntegerRoadBitForBit) {
                                                : 52;
     const int exp = t == DataType::float16 ? 5 : t == DataType::float64 ? 11 : 8;
     const size_t es = dtype_size(t);
-    for (int n : {1, 2, 3, 17, 64, 65, 70}) {
-      const size_t count = 64 * 9 + 13;
-      std::vector<uint64_t> bits;
-      for (int r = 0; r < n; ++r) {
-        auto v = random_bits(rng, count, mant, exp);
-        // A few blocks of one binade, where every sum is exact.
-        for (size_t i = 0; i < 128; ++i)
-          v[i] = (v[i] & ~(((uint64_t{1} << exp) - 1) << mant)) |
-                 uint64_t{(uint64_t{1} << (exp - 1)) + 2} << mant;
-        bits.insert(bits.end(), v.begin(), v.end());
+    // band 0: the whole range (a few blocks of one binade); 1: every value
+    // within 12 binades, 2: within 20 (the fast roads of two contributions).
+    for (int band : {0, 1, 2})
+      for (int n : {1, 2, 3, 17, 64, 65, 70}) {
+        const size_t count = 64 * 9 + 13;
+        std::vector<uint64_t> bits;
+        const uint64_t field_mask = ((uint64_t{1} << exp) - 1) << mant;
+        const uint64_t mid = (uint64_t{1} << (exp - 1)) - 1;
+        for (int r = 0; r < n; ++r) {
+          auto v = random_bits(rng, count, mant, exp);
+          for (size_t i = 0; i < count; ++i) {
+            if (band == 0 && i < 128)  // one binade, where every sum is exact
+              v[i] = (v[i] & ~field_mask) | (mid + 2) << mant;
+            if (band > 0) {
+              const uint64_t span = band == 1 ? 12 : 20;
+              const uint64_t lo = mid > span ? mid - span : 1;
+              v[i] = (v[i] & ~field_mask) | (lo + rng() % (mid - lo + 1)) << mant;
+            }
+          }
+          bits.insert(bits.end(), v.begin(), v.end());
+        }
+        std::vector<std::byte> all;
+        store(t, all, bits);
+        std::vector<std::byte> gathered(count * es);
+        sum_gathered(t, all.data(), count, n, 1, gathered.data());
+        std::vector<int32_t> scales(block_count(count), 0);
+        bool special = false;
+        for (int r = 0; r < n; ++r)
+          max_scales(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
+                     &special);
+        std::vector<int64_t> sums(count * lanes(t), 0);
+        for (int r = 0; r < n; ++r)
+          to_fixed(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
+                   sums.data(), r > 0, special);
+        std::vector<std::byte> road(count * es);
+        from_fixed(t, sums.data(), count, 0, scales.data(), 1, nullptr, road.data());
+        ASSERT_EQ(gathered, road) << to_string(t) << " n=" << n << " band=" << band;
       }
-      std::vector<std::byte> all;
-      store(t, all, bits);
-      std::vector<std::byte> gathered(count * es);
-      sum_gathered(t, all.data(), count, n, 1, gathered.data());
-      std::vector<int32_t> scales(block_count(count), 0);
-      bool special = false;
-      for (int r = 0; r < n; ++r)
-        max_scales(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
-                   &special);
-      std::vector<int64_t> sums(count * lanes(t), 0);
-      for (int r = 0; r < n; ++r)
-        to_fixed(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
-                 sums.data(), r > 0, special);
-      std::vector<std::byte> road(count * es);
-      from_fixed(t, sums.data(), count, 0, scales.data(), 1, nullptr, road.data());
-      ASSERT_EQ(gathered, road) << to_string(t) << " n=" << n;
-    }
   }
 }
 

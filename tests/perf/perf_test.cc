@@ -191,11 +191,13 @@ TEST(PerfRun, DeterministicRowsCheckCleanAndNameTheirRoad) {
   for (const PerfRow& r : rep.rows) {
     EXPECT_TRUE(r.out_of_place.measured);
     EXPECT_TRUE(std::isfinite(r.predicted_us)) << r.algorithm;
-    if (r.collective == Collective::allreduce) roads.insert(r.algorithm.substr(0, 6));
+    if (r.collective == Collective::allreduce) roads.insert(r.algorithm);
   }
-  // Small AllReduce rows gather; the 1 MiB row at N = 3 splits.
+  // Small AllReduce rows gather, the 1 MiB row takes the scatter road, and
+  // the named rows the integer pass of their algorithm.
   EXPECT_TRUE(roads.count("gather")) << rep.rows.size();
-  EXPECT_TRUE(roads.count("split:")) << rep.rows.size();
+  EXPECT_TRUE(roads.count("scatter")) << rep.rows.size();
+  EXPECT_TRUE(roads.count("ring")) << rep.rows.size();
 }
 
 TEST(PerfRun, UnknownAlgorithmAndBadRootAreRejected) {

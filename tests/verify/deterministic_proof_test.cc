@@ -1,7 +1,7 @@
 // The deterministic calls' schedule independence, proved symbolically
 // (analysis/verify_algorithm.h: verify_deterministic) for every AllReduce,
 // ReduceScatter and Reduce algorithm that serves the integer pass, at
-// N = 1 .. 9, 13 and 16, and for the split road with every ReduceScatter
+// N = 1 .. 9, 13 and 16, and for the scatter road with every AllToAll
 // algorithm; and a broken integer pass is caught.
 #include "analysis/verify_algorithm.h"
 
@@ -30,9 +30,9 @@ TEST(DeterministicProof, EveryIntegerPassGivesEachElementEachRankOnce) {
   EXPECT_GT(proved, 1000);
 }
 
-TEST(DeterministicProof, TheSplitRoadWithEveryReduceScatter) {
+TEST(DeterministicProof, TheScatterRoadWithEveryAllToAll) {
   int proved = 0;
-  for (const Algorithm* a : algorithms_for(Collective::reduce_scatter))
+  for (const Algorithm* a : algorithms_for(Collective::alltoall))
     for (int n : {2, 3, 4, 7, 16})
       for (size_t count : {size_t{1}, size_t{1031}}) {
         CollectiveSpec call{Collective::allreduce, n, 0, count, 4, 0};
@@ -42,7 +42,7 @@ TEST(DeterministicProof, TheSplitRoadWithEveryReduceScatter) {
         ASSERT_TRUE(r.ok()) << r.error->message;
         ++proved;
       }
-  EXPECT_GT(proved, 10);
+  EXPECT_GT(proved, 8);
 }
 
 TEST(DeterministicProof, PartsCarryTheWiderElementsAndTheScales) {
