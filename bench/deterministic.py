@@ -11,7 +11,8 @@ split:<algorithm>, or the integer pass's algorithm).
 
   /usr/bin/python3 bench/deterministic.py [--perf build/tools/chorus-perf] \
       [--configs 2:shm,4:shm,2:tcp] [--types float32,bfloat16] \
-      [--small 8,4K] [--large 1M,16M] [--rounds 3] [--iters 200]
+      [--small 8,4K] [--small-factor 8] [--large 1M,16M] [--large-factor 4] \
+      [--rounds 3] [--iters 200]
 
 Prints a markdown table (docs/PERFORMANCE.md, "Deterministic reductions").
 Use a calibration cache of its own (XDG_CACHE_HOME) and run it alone.
@@ -25,11 +26,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf_json import perf_rows  # noqa: E402
 
 
-def size_arg(s):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
-
-
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -38,7 +34,8 @@ def main():
     ap.add_argument("--types", default="float32,bfloat16")
     ap.add_argument("--small", default="8,4K", help="smallest and largest small size")
     ap.add_argument("--large", default="1M,16M", help="smallest and largest large size")
-    ap.add_argument("--factor", default="4")
+    ap.add_argument("--small-factor", default="8")
+    ap.add_argument("--large-factor", default="4")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=200)
     a = ap.parse_args()
@@ -48,12 +45,13 @@ def main():
     for config in a.configs.split(","):
         ranks, transport = config.split(":")
         for dtype in a.types.split(","):
-            for lo, hi, iters in [(*a.small.split(","), a.iters), (*a.large.split(","), max(10, a.iters // 10))]:
+            for lo, hi, factor, iters in [(*a.small.split(","), a.small_factor, a.iters),
+                                          (*a.large.split(","), a.large_factor, max(10, a.iters // 10))]:
                 times = {False: {}, True: {}}
                 algos = {False: {}, True: {}}
                 for _ in range(a.rounds):
                     for det in (False, True):
-                        args = ["allreduce", "-b", lo, "-e", hi, "-f", a.factor, "--ranks", ranks,
+                        args = ["allreduce", "-b", lo, "-e", hi, "-f", factor, "--ranks", ranks,
                                 "--transport", transport, "-d", dtype, "-n", str(iters), "-w", "10"]
                         if det:
                             args.append("--deterministic")

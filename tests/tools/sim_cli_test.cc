@@ -26,6 +26,20 @@ CliRun cli(std::vector<std::string> args) {
   return test::run_cli(sim_cli_main, "chorus-sim", std::move(args));
 }
 
+// The simulated time (us) of the first row of `ring` in a printed table.
+double ring_us(const std::string& table) {
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(" ring ") != std::string::npos) {
+      std::istringstream f(line);
+      std::string size, algo;
+      double us = 0;
+      f >> size >> algo >> us;
+      return us;
+    }
+  return 0.0;
+}
+
 TEST(SimCli, TableMarksTheFastestAndListsCrossovers) {
   const CliRun r = cli({"alltoall", "--ranks", "16", "-b", "64", "-e", "16M", "-f", "16", "--alpha",
                         "2us", "--beta", "25GB/s"});
@@ -40,18 +54,7 @@ TEST(SimCli, TableMarksTheFastestAndListsCrossovers) {
 }
 
 TEST(SimCli, DeterministicRowsAddTheIntegerBytesAndTheScalePass) {
-  auto time_of = [](const std::string& out) {
-    std::istringstream in(out);
-    for (std::string line; std::getline(in, line);)
-      if (line.find(" ring ") != std::string::npos) {
-        std::istringstream f(line);
-        std::string size, algo;
-        double us = 0;
-        f >> size >> algo >> us;
-        return us;
-      }
-    return 0.0;
-  };
+  auto time_of = [](const std::string& out) { return ring_us(out); };
   const std::vector<std::string> base{"allreduce", "--ranks", "8",      "--bytes", "4M",  "--alpha",
                                       "1us",       "--beta",  "10GB/s", "--algo",  "ring"};
   const CliRun plain = cli(base);
@@ -227,18 +230,7 @@ TEST(SimCli, TuningFileDrivesTheFittedModel) {
       "host": {"memory_Bps": 0, "cores": 0}})";
     return path.string();
   };
-  auto time_of = [](const CliRun& r) {
-    std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);)
-      if (line.find("ring") != std::string::npos) {
-        std::istringstream f(line);
-        std::string size, algo;
-        double us = 0;
-        f >> size >> algo >> us;
-        return us;
-      }
-    return 0.0;
-  };
+  auto time_of = [](const CliRun& r) { return ring_us(r.out); };
   const std::string full = file(false), half = file(true);
   const CliRun a =
       cli({"allreduce", "--ranks", "2", "--bytes", "1M", "--algo", "ring", "--tuning", full});
