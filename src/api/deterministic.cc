@@ -55,9 +55,11 @@ static_assert(kPiece % exact::kBlock == 0);
 // The gather and scatter roads' pieces are smaller, so that the
 // contributions an AllGather or AllToAll has just written are summed while
 // they are still in the cache.
-constexpr size_t kScatterPiece = size_t{1} << 19;
+// (512 KiB of float32 per piece: at N = 2, 4 MiB of float32 took 2.5x the
+// ordinary call with pieces of 2 MiB, 1.1-1.5x with these; docs/PERFORMANCE.md.)
+constexpr size_t kScatterPiece = size_t{1} << 17;
 constexpr size_t kGatherPiece = size_t{1} << 18;
-static_assert(kGatherPiece % exact::kBlock == 0);
+static_assert(kScatterPiece % exact::kBlock == 0 && kGatherPiece % exact::kBlock == 0);
 
 // AllReduce calls whose gathered contributions (N times the call) stay within
 // this take the gather road at any N: one collective instead of two.
