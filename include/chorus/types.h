@@ -45,7 +45,9 @@ enum class DataType : int {
 inline constexpr int kDataTypeCount = 10;
 
 // Reduction operator. avg is sum followed by division by the number of ranks
-// (integer types truncate toward zero).
+// (integer types truncate toward zero). min and max of floating types are
+// IEEE 754-2019's minimum and maximum: a NaN operand gives NaN, and -0 is
+// less than +0, so that they do not depend on the order of the ranks.
 enum class ReduceOp : int { sum, prod, min, max, avg };
 inline constexpr int kReduceOpCount = 5;
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #if defined(__x86_64__)
@@ -46,16 +47,35 @@ struct Prod {
     }
   }
 };
+// min and max of floats as IEEE 754-2019's minimum and maximum: a NaN in
+// either operand gives the quiet NaN, and -0 is less than +0. Both are then
+// commutative and associative, so a reduction gives the same bits in any
+// order of the ranks (what deterministic calls rely on for min and max).
+template <typename T>
+[[gnu::always_inline]] inline T ordered(T pick, T a, T b, bool minimum) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const U ua = std::bit_cast<U>(a);
+  const U ub = std::bit_cast<U>(b);
+  // Equal values differ only in the sign of a zero: min takes -0, max +0.
+  T r = a == b ? std::bit_cast<T>(minimum ? (ua | ub) : (ua & ub)) : pick;
+  return (a != a || b != b) ? std::numeric_limits<T>::quiet_NaN() : r;
+}
 struct Min {
   template <typename T>
   static T apply(T a, T b) {
-    return b < a ? b : a;
+    if constexpr (std::is_floating_point_v<T>)
+      return ordered(b < a ? b : a, a, b, true);
+    else
+      return b < a ? b : a;
   }
 };
 struct Max {
   template <typename T>
   static T apply(T a, T b) {
-    return a < b ? b : a;
+    if constexpr (std::is_floating_point_v<T>)
+      return ordered(a < b ? b : a, a, b, false);
+    else
+      return a < b ? b : a;
   }
 };
 
@@ -166,11 +186,16 @@ template <typename Op>
       r = _mm256_add_ps(fx, fy);
     else if constexpr (std::is_same_v<Op, Prod>)
       r = _mm256_mul_ps(fx, fy);
-    // Operand order as the scalar Min/Max: on NaN, the scalar form keeps `a`.
-    else if constexpr (std::is_same_v<Op, Min>)
-      r = _mm256_min_ps(fy, fx);
-    else
-      r = _mm256_max_ps(fy, fx);
+    // As the scalar Min/Max: a NaN gives the quiet NaN, -0 < +0.
+    else {
+      const bool minimum = std::is_same_v<Op, Min>;
+      r = minimum ? _mm256_min_ps(fy, fx) : _mm256_max_ps(fy, fx);
+      const __m256 equal = _mm256_cmp_ps(fx, fy, _CMP_EQ_OQ);
+      const __m256 zeros = minimum ? _mm256_or_ps(fx, fy) : _mm256_and_ps(fx, fy);
+      r = _mm256_blendv_ps(r, zeros, equal);
+      const __m256 nan = _mm256_cmp_ps(fx, fy, _CMP_UNORD_Q);
+      r = _mm256_blendv_ps(r, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), nan);
+    }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(r, 0));
   }
   for (; i < n; ++i) d[i] = f2h(Op::template apply<float>(h2f(x[i]), h2f(y[i])));

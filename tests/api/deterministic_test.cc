@@ -13,11 +13,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <vector>
 
 namespace chorus::test {
 namespace {
@@ -137,6 +139,39 @@ TEST(Deterministic, FloatProdIsRefusedAndOtherOpsKeepTheirPath) {
     EXPECT_EQ(b[1], 14);
     EXPECT_EQ(b[2], -2);
   });
+}
+
+// min and max keep the ordinary call, and give the same bits with every
+// algorithm also where NaNs and zeros of both signs meet.
+TEST(Deterministic, FloatMinMaxAreTheSameWithEveryAlgorithm) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float in[3][5] = {{0.0f, -0.0f, nan, 1.0f, -0.0f},
+                          {-0.0f, 0.0f, 2.0f, nan, -0.0f},
+                          {0.0f, 0.0f, 3.0f, 4.0f, -0.0f}};
+  for (ReduceOp op : {ReduceOp::min, ReduceOp::max}) {
+    std::vector<std::vector<uint32_t>> results;
+    std::mutex mu;
+    for (const char* algo : {"ring", "bidir_ring", "halving_doubling", "recursive_doubling",
+                             "double_binary_tree", "reduce_broadcast"}) {
+      testing::run_ranks(3, [&](Communicator& comm) {
+        float out[5];
+        CallOptions o;
+        o.deterministic = true;
+        o.algorithm = algo;
+        comm.allreduce(in[comm.rank()], out, 5, DataType::float32, op, o);
+        std::vector<uint32_t> bits(5);
+        std::memcpy(bits.data(), out, sizeof out);
+        std::lock_guard lock(mu);
+        results.push_back(bits);
+      });
+    }
+    for (const auto& r : results) EXPECT_EQ(r, results.front()) << to_string(op);
+    // -0 < +0; a NaN wins.
+    EXPECT_EQ(results.front()[0], op == ReduceOp::min ? 0x80000000u : 0u);
+    EXPECT_TRUE(std::isnan(std::bit_cast<float>(results.front()[2])));
+    EXPECT_TRUE(std::isnan(std::bit_cast<float>(results.front()[3])));
+    EXPECT_EQ(results.front()[4], 0x80000000u);
+  }
 }
 
 TEST(Deterministic, RanksThatDisagreeRaiseMismatch) {
