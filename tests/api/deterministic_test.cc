@@ -5,6 +5,8 @@
 // the contributions on permuted ranks; the errors and the fast paths.
 #include "support/deterministic_check.h"
 
+#include "algorithms/algorithm.h"
+#include "core/check.h"
 #include "core/exact_sum.h"
 
 #include <chorus/chorus.h>
@@ -19,21 +21,26 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <vector>
 
 namespace chorus::test {
 namespace {
 
-void expect_suite(int n, bool windows) {
+void expect_suite_on(const std::vector<int>& host_of, bool windows) {
   std::mutex mu;
   std::vector<std::string> wrong;
-  testing::run_ranks(n, [&](Communicator& comm) {
+  testing::run_ranks(host_of, [&](Communicator& comm) {
     std::vector<std::string> w = check_deterministic_suite(comm, windows);
     std::lock_guard lock(mu);
     wrong.insert(wrong.end(), w.begin(), w.end());
   });
   for (size_t i = 0; i < std::min<size_t>(wrong.size(), 20); ++i) ADD_FAILURE() << wrong[i];
   EXPECT_TRUE(wrong.empty()) << wrong.size() << " mismatches";
+}
+
+void expect_suite(int n, bool windows) {
+  expect_suite_on(std::vector<int>(static_cast<size_t>(n), 0), windows);
 }
 
 class DeterministicRanks : public ::testing::TestWithParam<int> {};
@@ -43,18 +50,49 @@ TEST_P(DeterministicRanks, EveryAlgorithmGivesTheSameBits) {
 }
 
 #ifdef CHORUS_REDUCED_GRIDS
-INSTANTIATE_TEST_SUITE_P(N, DeterministicRanks, ::testing::Values(1, 2, 3, 4, 5));
+constexpr int kSuiteRanks[] = {1, 2, 3, 4, 5};
 #else
-INSTANTIATE_TEST_SUITE_P(N, DeterministicRanks, ::testing::Range(1, 17));
+constexpr int kSuiteRanks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 #endif
+INSTANTIATE_TEST_SUITE_P(N, DeterministicRanks, ::testing::ValuesIn(kSuiteRanks));
 
 TEST(Deterministic, WindowBuffersGiveTheSameBits) {
   expect_suite(2, true);
   expect_suite(4, true);
 }
 
-// One call across many pieces (core: kPiece elements each) and far past the
-// caches: 2^27 float32 per rank, 1 GiB over the job.
+// Two hosts of two ranks and of three: the hierarchical algorithms carry the
+// integer pass too.
+TEST(Deterministic, AcrossHostsGiveTheSameBits) {
+  expect_suite_on({0, 0, 1, 1}, false);
+  expect_suite_on({0, 0, 0, 1, 1, 1}, false);
+}
+
+// Every reducing row of the registry carries an integer pass in the suites
+// above: on one of their layouts (one host of each N they run, two hosts) at
+// one of their counts it serves the int64 call (as check_deterministic picks
+// its algorithms). A row they do not reach fails here, naming it.
+TEST(DeterministicCoverage, EveryReducingRowIsReached) {
+  std::vector<std::vector<int>> layouts{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}};
+  for (int n : kSuiteRanks) layouts.emplace_back(static_cast<size_t>(n), 0);
+  std::string missing;
+  for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::reduce})
+    for (const Algorithm* a : algorithms_for(c)) {
+      bool reached = false;
+      for (const auto& layout : layouts) {
+        const int n = static_cast<int>(layout.size());
+        for (size_t count : {size_t{1}, static_cast<size_t>(n) + 1, size_t{10007}}) {
+          CollectiveSpec spec{c, n, 0, count, 8, n - 1};
+          spec.windows = true;  // threads share memory
+          spec.host_of = std::make_shared<const std::vector<int>>(layout);
+          reached = reached || static_cast<bool>(supported_everywhere(*a, spec));
+        }
+      }
+      if (!reached) missing += str_cat(to_string(c), "/", a->name, "\n");
+    }
+  EXPECT_EQ(missing, "") << "registry rows no deterministic suite reaches";
+}
+
 TEST(Deterministic, OneGibibyteCallEqualsItsParts) {
   const int n = 2;
   const size_t count = size_t{1} << 27;
