@@ -2,7 +2,7 @@
 // api/deterministic.cc) as the simulator and the tuner's model see it: the
 // calls it makes, and their simulated time.
 //
-//   fixed road   scales:   AllReduce(max) of block_count + 1 int32
+//   whole road   scales:   AllReduce(max) of block_count + 1 int32
 //                integers: the call's collective on count * lanes int64 (sum)
 //                local:    every element to its fixed form and back
 //   scatter road an AllToAll of the elements (each rank gets every rank's
@@ -33,11 +33,11 @@ struct DeterministicParts {
   double local_bytes = 0;
 };
 
-// The fixed road's parts of `call` (the user's spec; elem_size is the
+// The whole road's parts of `call` (the user's spec; elem_size is the
 // element type's) for elements of `type`.
 DeterministicParts deterministic_parts(const CollectiveSpec& call, DataType type);
 
-// Seconds of the fixed road with `algo` carrying the integer pass
+// Seconds of the whole road with `algo` carrying the integer pass
 // (recursive_doubling the scale pass), on `topology` with `options`'
 // parameters (its elem_size is set per part).
 double simulate_deterministic(const Algorithm& algo, const CollectiveSpec& call, DataType type,

@@ -226,7 +226,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
                           recv + at * es);
       }
     } else {
-      // AllReduce and Reduce on the fixed road, piece by piece.
+      // AllReduce and Reduce on the whole road, piece by piece.
       for (size_t at = 0; at < call.count; at += kPiece) {
         const size_t m = std::min(kPiece, call.count - at);
         const size_t nb = exact::has_scales(type) ? exact::block_count(m) : 0;
