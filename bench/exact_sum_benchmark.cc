@@ -60,28 +60,31 @@ void Float32FromFixed(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * 4));
 }
 
-// The gather road's local sums of two contributions, and the ordinary sum of
-// two buffers (what a 2-rank AllReduce computes) as the anchor.
-void Float32SumGathered(benchmark::State& state) {
+// Sums of two contributions side by side in one buffer, `n` each, by `sum`.
+template <typename Sum>
+void TwoContributions(benchmark::State& state, Sum sum) {
   const auto n = static_cast<size_t>(state.range(0));
   std::vector<float> all = values(2 * n, 2);
   std::vector<float> out(n);
   for (auto _ : state) {
-    exact::sum_gathered(DataType::float32, all.data(), n, 2, 1, out.data());
+    sum(all.data(), n, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * 4));
 }
 
+// The gather road's local sums of two contributions, and the ordinary sum of
+// two buffers (what a 2-rank AllReduce computes) as the anchor.
+void Float32SumGathered(benchmark::State& state) {
+  TwoContributions(state, [](const float* all, size_t n, float* out) {
+    exact::sum_gathered(DataType::float32, all, n, 2, 1, out);
+  });
+}
+
 void Float32OrdinarySum(benchmark::State& state) {
-  const auto n = static_cast<size_t>(state.range(0));
-  std::vector<float> all = values(2 * n, 2);
-  std::vector<float> out(n);
-  for (auto _ : state) {
-    reduce_into(DataType::float32, ReduceOp::sum, out.data(), all.data(), all.data() + n, n);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * 4));
+  TwoContributions(state, [](const float* all, size_t n, float* out) {
+    reduce_into(DataType::float32, ReduceOp::sum, out, all, all + n, n);
+  });
 }
 
 }  // namespace

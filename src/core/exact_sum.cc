@@ -184,6 +184,9 @@ template <bool kBfloat>
   return (std::bit_cast<uint32_t>(f) - (beyond & inexact)) | inexact;
 }
 
+// float32 bits to bfloat16, to nearest, ties to even: reduce_kernels'
+// float_to_bfloat16 without its NaN case (no NaN reaches it here), inline so
+// that the loops around it vectorize.
 [[gnu::always_inline]] inline uint16_t bf16_nearest(uint32_t u) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }

@@ -1,7 +1,8 @@
 // Every registered algorithm, run for real on in-process ranks over the
 // foundation grid: N in {1,2,3,4,5,7,8,13,16} x counts {0, 1, N-1, N+1} x
 // every dtype x every op x in-place and out-of-place (x roots), each call
-// twice on one communicator, plus 1000003 elements on a dtype/op slice.
+// twice on one communicator, plus 1000003 elements on a dtype/op slice; the
+// floating sums and averages again in deterministic mode.
 #include "algorithms/algorithm.h"
 #include "support/grid.h"
 
@@ -104,6 +105,9 @@ TEST_P(CollectiveGrid, MatchesReferenceExactly) {
   auto cases = test::grid_cases(p.algo->collective, p.nranks, /*include_large=*/kLarge);
   // One-sided algorithms also over buffers in shared windows.
   if (test::needs_windows(*p.algo)) cases = test::with_window_buffers(cases);
+  // Every reducing algorithm also as the integer pass of deterministic calls
+  // (the whole road: the algorithm is named).
+  cases = test::with_deterministic(cases);
   std::vector<std::string> errors;
   std::mutex mu;
   size_t skipped = 0;

@@ -3,6 +3,7 @@
 #include "api/communicator_impl.h"
 
 #include "core/check.h"
+#include "core/exact_sum.h"
 #include "perf/perf_check.h"
 
 #include <algorithm>
@@ -39,7 +40,20 @@ std::vector<std::byte> poisoned(DataType t, size_t count) {
 std::string GridCase::describe() const {
   return str_cat(to_string(collective), " count=", count, " ", to_string(type), " ", to_string(op),
                  " root=", root, in_place ? " in-place" : " out-of-place",
-                 window ? " window buffers" : "");
+                 window ? " window buffers" : "", deterministic ? " deterministic" : "");
+}
+
+std::vector<GridCase> with_deterministic(const std::vector<GridCase>& cases) {
+  std::vector<GridCase> out = cases;
+  for (GridCase c : cases) {
+    const bool reduction = c.collective == Collective::allreduce ||
+                           c.collective == Collective::reduce_scatter ||
+                           c.collective == Collective::reduce;
+    if (!reduction || !exact::applies(c.type, c.op)) continue;
+    c.deterministic = true;
+    out.push_back(c);
+  }
+  return out;
 }
 
 std::vector<GridCase> with_window_buffers(const std::vector<GridCase>& cases) {
@@ -120,6 +134,7 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
             -1,
             {}};
   call.options.algorithm = algorithm;
+  call.options.deterministic = c.deterministic;
   // In place as the collective's in-place form says (collective.h).
   if (c.in_place) switch (traits_of.in_place) {
       case InPlace::same:

@@ -35,6 +35,8 @@ struct GridCase {
   // The call's buffers lie in shared windows (Communicator::window), made
   // for the call by every rank alike.
   bool window = false;
+  // CallOptions::deterministic (the deterministic reductions' mode).
+  bool deterministic = false;
   std::string describe() const;
 };
 
@@ -64,6 +66,11 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large);
 
 // `cases` and each of them again with its buffers in shared windows.
 std::vector<GridCase> with_window_buffers(const std::vector<GridCase>& cases);
+// `cases` and, again in deterministic mode (CallOptions::deterministic),
+// each of them that the mode changes: a floating sum or avg of AllReduce,
+// ReduceScatter or Reduce. The grid's inputs are small integers, whose sums
+// are exact, so the expected outputs are the same.
+std::vector<GridCase> with_deterministic(const std::vector<GridCase>& cases);
 // Whether `algorithm` runs only where the ranks share windows (one-sided).
 bool needs_windows(const Algorithm& algorithm);
 // The spec of a grid case on `comm`'s rank, with windows where `comm` has
