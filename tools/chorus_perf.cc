@@ -19,6 +19,7 @@
 #include "core/transport_kind.h"
 #include "launcher.h"
 #include "perf/measure_tuning.h"
+#include "perf/overlap.h"
 #include "perf/perf.h"
 #include "perf/tuning_report.h"
 #include "perf_cli.h"
@@ -63,7 +64,21 @@ int finish(const perf::PerfOptions& o, const perf::PerfReport& report) {
 }
 
 // One rank of a multi-process run; rank 0 prints and writes the JSON.
+// chorus-perf overlap on every rank; rank 0 prints and writes the JSON.
+int run_overlap_rank(Communicator& comm, const perf::PerfOptions& o) {
+  const perf::OverlapReport report = perf::run_overlap(comm, o);
+  if (comm.rank() != 0) return 0;
+  std::cout << perf::format_overlap(report) << std::flush;
+  if (!o.json_file.empty()) {
+    std::ofstream json(o.json_file);
+    json << perf::overlap_json(report) << "\n";
+    if (!json) throw Error(ErrorCode::system, "chorus-perf: cannot write " + o.json_file);
+  }
+  return 0;
+}
+
 int run_rank(Communicator comm, const perf::PerfOptions& o) {
+  if (o.overlap) return run_overlap_rank(comm, o);
   if (!o.calibrate_file.empty()) {
     const TuningTable table = perf::measure_tuning(comm, o);
     if (comm.rank() == 0)
@@ -140,6 +155,10 @@ int main(int argc, char** argv) {
       return run_launched_rank(options);
     }
     if (options.transport != to_string(TransportKind::inproc)) return run_local_processes(options);
+    if (options.overlap) {
+      testing::run_ranks(options.ranks, [&](Communicator& comm) { run_overlap_rank(comm, options); });
+      return 0;
+    }
     const perf::PerfHooks hooks = perf::print_table(options, &std::cout, progress_hooks());
     perf::PerfReport report;
     testing::run_ranks(options.ranks, [&](Communicator& comm) {

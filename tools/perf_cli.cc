@@ -122,6 +122,7 @@ std::string format_cell(const PerfCell& c, bool checked) {
 
 std::string perf_usage() {
   return R"(usage: chorus-perf <allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall|all> [flags]
+       chorus-perf overlap [-b SIZE] [-e SIZE] [-n ROUNDS] [--ranks N] [--transport T] [--json FILE]
        chorus-perf --tuning-report
   -b, --minbytes SIZE      smallest size (default 8; K, M, G suffixes)
   -e, --maxbytes SIZE      largest size (default 32M)
@@ -160,6 +161,10 @@ std::string perf_usage() {
                            class, N, load, the picks the tuner learned and
                            its model corrections; runs no collective
   -h, --help               this text
+overlap: an asynchronous AllReduce against computation on the caller's
+thread: A = blocking AllReduce, C = compute alone (sized to A), T = submit,
+compute, wait; overlap = (A + C - T) / min(A, C), medians over -n rounds
+(default sizes 16M..16M); CHORUS_PROGRESS says who advances the call.
 size = the total buffer as nccl-tests counts it (allgather: the gathered
 output, reduce_scatter: the input, alltoall: one rank's input); GB = 1e9 B.
 )";
@@ -266,7 +271,12 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
     bad("collective", "",
         "missing: name one of allreduce, allgather, reduce_scatter, "
         "broadcast, reduce, alltoall, all");
-  if (what[0] == "all") {
+  if (what[0] == "overlap") {
+    o.overlap = true;
+    o.collectives = {Collective::allreduce};
+    if (!given("-b,--minbytes")) o.min_bytes = size_t{16} << 20;
+    if (!given("-e,--maxbytes")) o.max_bytes = std::max(o.min_bytes, size_t{16} << 20);
+  } else if (what[0] == "all") {
     o.collectives.assign(std::begin(kSwept), std::end(kSwept));
   } else {
     auto c = parse_collective(what[0]);

@@ -1,13 +1,19 @@
 // Communicator: a group of N ranks that run collectives together.
 //
-// Threading: a Communicator is used by one thread at a time. Every rank must call
-// the same collectives in the same order with matching arguments (as in NCCL and
-// MPI). Several asynchronous operations may be outstanding at once; they complete
-// correctly when every rank issues them in the same order.
+// Threading: every rank must call the same collectives in the same order with
+// matching arguments (as in NCCL and MPI). Several asynchronous operations may be
+// outstanding at once; they complete correctly when every rank issues them in the
+// same order. Calls may come from several threads (torch's autograd thread
+// submits, its main thread waits): the communicator serialises them, and the
+// order in which they enter is the order of the calls.
 //
-// Progress: chorus has no progress thread. An outstanding Work advances whenever
-// its communicator is inside a call: Work::wait(), Work::done(), or any other
-// collective.
+// Progress: an outstanding Work advances without its caller. A blocking call,
+// and a wait(), run on the caller's thread; when a caller returns with work
+// outstanding, the communicator's progress thread takes over until the work is
+// done or a caller comes back (CHORUS_PROGRESS=thread, the default; it sleeps
+// on the transport's readiness and uses no CPU while nothing is outstanding).
+// With CHORUS_PROGRESS=caller, work advances only inside the communicator's
+// calls: Work::wait(), Work::done(), or any other collective.
 //
 // In-place forms (as in NCCL):
 //   allreduce, broadcast, reduce:  send == recv
@@ -25,7 +31,9 @@
 
 #include <chorus/types.h>
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +45,7 @@ class Communicator;
 namespace detail {
 class CommunicatorImpl;
 struct WorkState;
+struct PlanState;
 // The implementation behind a Communicator, for chorus's own tools
 // (src/api/communicator_impl.h); not part of the API.
 CommunicatorImpl& impl_of(const Communicator& comm);
@@ -74,12 +83,59 @@ class Work {
   explicit Work(std::shared_ptr<detail::WorkState> state);
   // Blocks until the operation has completed; rethrows its error, if any.
   void wait();
-  // Makes progress without blocking; true once the operation has completed
-  // (successfully or not: wait() then reports the outcome).
+  // Never blocks: true once the operation has completed (successfully or
+  // not: wait() then reports the outcome). Where no other thread is advancing
+  // the communicator, it advances it once, without waiting.
   bool done();
+  // Waits at most `timeout` for the operation, advancing it on this thread
+  // as wait() does: true once it has completed (then it rethrows its error,
+  // as wait() does), false when the time passed first (the operation goes
+  // on; the progress thread takes it over). How a caller that must look at
+  // something else now and then (a signal, a deadline of its own) waits.
+  bool wait_for(std::chrono::nanoseconds timeout);
+  // A flag read, nothing more: true once the operation has completed. Makes
+  // no progress (where CHORUS_PROGRESS=caller, only the communicator's calls
+  // complete it); what a thread that must not enter chorus polls.
+  bool is_completed() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;
+};
+
+struct Call;
+
+// A call prepared once and started many times on the same buffers, as
+// MPI_Allreduce_init and a persistent request do:
+//   chorus::Plan plan = comm.prepare(chorus::Call::allreduce(g, g, n, type, op));
+//   for (int step = 0; step < steps; ++step) {
+//     chorus::Work w = plan.start();   // no allocation, no selection
+//     ...                              // compute
+//     w.wait();
+//   }
+// prepare() checks the call and fixes its algorithm, Program, chunking and
+// fingerprint (a collective over the communicator only where the algorithm
+// choice asks the peers, as any first call of a shape does; every rank
+// prepares the same calls). start() runs it as the next call of the
+// communicator: every rank starts its plans in the same order as its other
+// calls. A plan of a message, of a deterministic call or of a one-sided
+// algorithm runs its call as submit() would at each start.
+// start() raises Error(invalid_argument) while the plan's previous run is
+// outstanding, and the communicator's error once it is broken (revoked,
+// aborted, shrunk or destroyed). A Plan destroyed while its run is
+// outstanding leaves the run to complete on its own; its Work stays valid.
+class Plan {
+ public:
+  Plan();
+  explicit Plan(std::shared_ptr<detail::PlanState> state);
+  // Starts the next run; its Work is the plan's (a Work of an earlier run of
+  // this plan refers to it too).
+  Work start();
+  // The algorithm every run uses ("ring"); "" where each start chooses (see
+  // above) or for a message.
+  std::string algorithm() const;
+
+ private:
+  std::shared_ptr<detail::PlanState> state_;
 };
 
 // One call of a communicator, as data: what Communicator::submit() runs. Every
@@ -140,6 +196,9 @@ class Communicator {
   int size() const;
   // The transport that connects the ranks: "inproc", "shm", "tcp" or "shm+tcp".
   std::string transport() const;
+  // Who advances outstanding work: "thread" (its progress thread) or
+  // "caller" (CHORUS_PROGRESS, InitOptions::progress).
+  std::string progress() const;
 
   // Aborts the communicator: every pending and later call on this rank raises
   // Error(aborted) with `reason`, and every peer raises aborted naming this
@@ -226,6 +285,14 @@ class Communicator {
   // byte moves (Error(invalid_argument)), and its buffers stay untouched by the
   // caller until the Work is done. Every other call is this one.
   Work submit(const Call& call);
+  // The same, and `on_complete` runs once the call has completed
+  // (successfully or not), exactly once, on the thread that completed it (the
+  // progress thread, or a caller inside wait(), done() or another call) after
+  // that thread has let go of the communicator: it may call chorus, and must
+  // not block for long. What a framework's futures hang on.
+  Work submit(const Call& call, std::function<void()> on_complete);
+  // Prepares `call` to be started many times (Plan, above).
+  Plan prepare(const Call& call);
 
   // recv[i] = op over all ranks of send[i], on every rank; count elements each.
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
@@ -299,6 +366,8 @@ class Communicator {
   }
 
  private:
+  // A blocking call: submit and wait in one turn of the communicator.
+  void run(const Call& call);
   friend detail::CommunicatorImpl& detail::impl_of(const Communicator& comm);
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };

@@ -30,6 +30,13 @@ struct InitOptions {
   std::string transport;
   // Deadline of the start-up (store, connections); 0 = CHORUS_TIMEOUT.
   std::chrono::milliseconds timeout{0};
+  // "" (CHORUS_PROGRESS, default thread), "thread" or "caller": who advances
+  // outstanding work while the caller computes (communicator.h). Overrides
+  // CHORUS_PROGRESS.
+  std::string progress;
+  // A CPU number for the progress thread; -1: CHORUS_PROGRESS_CPU (default:
+  // not pinned).
+  int progress_cpu = -1;
 };
 
 // Collective over the ranks of the job: every rank calls it with the same

@@ -67,6 +67,36 @@ bool Work::done() {
   });
 }
 
+bool Work::wait_for(std::chrono::nanoseconds timeout) {
+  return guarded("Work::wait_for()", [&] {
+    detail::WorkState& w = live_state(state_, "wait_for()");
+    return w.comm->wait_for(w, timeout);
+  });
+}
+
+bool Work::is_completed() const {
+  if (!state_) fail(ErrorCode::invalid_argument, "is_completed() on an empty Work");
+  return state_->finished.load(std::memory_order_acquire);
+}
+
+Plan::Plan() = default;
+Plan::Plan(std::shared_ptr<detail::PlanState> state) : state_(std::move(state)) {}
+
+Work Plan::start() {
+  return guarded("Plan::start()", [&] {
+    if (!state_) fail(ErrorCode::invalid_argument, "start() on an empty Plan");
+    if (state_->alive.expired())
+      fail(ErrorCode::invalid_argument,
+           "start() on a Plan whose Communicator has been destroyed (or moved from)");
+    return Work(state_->comm->start_plan(*state_));
+  });
+}
+
+std::string Plan::algorithm() const {
+  return state_ && state_->algorithm != nullptr ? std::string(state_->algorithm->name)
+                                                : std::string();
+}
+
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
     : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
@@ -88,6 +118,10 @@ int Communicator::size() const {
 }
 std::string Communicator::transport() const {
   return std::string(detail::impl_of(*this).transport().name());
+}
+
+std::string Communicator::progress() const {
+  return std::string(to_string(detail::impl_of(*this).config().progress));
 }
 
 std::string Communicator::flight_record() const {
@@ -134,6 +168,20 @@ Communicator Communicator::grow(int joining, std::chrono::milliseconds timeout) 
 
 Work Communicator::submit(const Call& call) {
   return guarded(call.name(), [&] { return Work(detail::impl_of(*this).submit(call)); });
+}
+
+Work Communicator::submit(const Call& call, std::function<void()> on_complete) {
+  return guarded(call.name(), [&] {
+    return Work(detail::impl_of(*this).submit(call, std::move(on_complete)));
+  });
+}
+
+Plan Communicator::prepare(const Call& call) {
+  return guarded(call.name(), [&] { return Plan(detail::impl_of(*this).prepare_plan(call)); });
+}
+
+void Communicator::run(const Call& call) {
+  guarded(call.name(), [&] { detail::impl_of(*this).run(call); });
 }
 
 // The named forms: each is its Call, submitted.
@@ -196,38 +244,38 @@ std::string_view Call::name() const {
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                              const CallOptions& options) {
-  allreduce_async(send, recv, count, type, op, options).wait();
+  run(Call::allreduce(send, recv, count, type, op, options));
 }
 void Communicator::allgather(const void* send, void* recv, size_t send_count, DataType type,
                              const CallOptions& options) {
-  allgather_async(send, recv, send_count, type, options).wait();
+  run(Call::allgather(send, recv, send_count, type, options));
 }
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                                   ReduceOp op, const CallOptions& options) {
-  reduce_scatter_async(send, recv, recv_count, type, op, options).wait();
+  run(Call::reduce_scatter(send, recv, recv_count, type, op, options));
 }
 void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
                              const CallOptions& options) {
-  broadcast_async(send, recv, count, type, root, options).wait();
+  run(Call::broadcast(send, recv, count, type, root, options));
 }
 void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                           int root, const CallOptions& options) {
-  reduce_async(send, recv, count, type, op, root, options).wait();
+  run(Call::reduce(send, recv, count, type, op, root, options));
 }
 void Communicator::barrier(const CallOptions& options) {
-  barrier_async(options).wait();
+  run(Call::barrier(options));
 }
 void Communicator::alltoall(const void* send, void* recv, size_t count, DataType type,
                             const CallOptions& options) {
-  alltoall_async(send, recv, count, type, options).wait();
+  run(Call::alltoall(send, recv, count, type, options));
 }
 void Communicator::send(const void* buf, size_t count, DataType type, int peer,
                         const CallOptions& options) {
-  send_async(buf, count, type, peer, options).wait();
+  run(Call::send_to(buf, count, type, peer, options));
 }
 void Communicator::recv(void* buf, size_t count, DataType type, int peer,
                         const CallOptions& options) {
-  recv_async(buf, count, type, peer, options).wait();
+  run(Call::recv_from(buf, count, type, peer, options));
 }
 
 int Communicator::recv_any(void* buf, size_t count, DataType type, const CallOptions& options) {

@@ -86,7 +86,7 @@ void CommunicatorImpl::warn_store(const std::string& why) {
 }
 
 void CommunicatorImpl::setup_allgather(const void* mine, void* all, size_t bytes) {
-  CallGuard guard(call_state_);
+  Hold hold(*this);
   enter_call();
   exchange(mine, all, bytes);
 }
@@ -100,7 +100,7 @@ void CommunicatorImpl::setup_message(OpKind kind, void* buf, size_t bytes, int p
 }
 
 std::shared_ptr<SharedWindow> CommunicatorImpl::create_window(size_t bytes) {
-  CallGuard guard(call_state_);
+  Hold hold(*this);
   enter_call();
   const CallSite where{rank(), "window"};
   if (!windows_)

@@ -101,12 +101,59 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
         rank_, size_, [this](const WindowRecord& mine) { return exchange_records(mine); });
     engine_.set_windows(windows_.get());
   }
+  if (config_.progress == ProgressMode::thread && size_ > 1)
+    progress_ = std::make_unique<ProgressThread>([this] { advance(); }, config_.progress_cpu);
 }
 
-CommunicatorImpl::CallGuard::CallGuard(std::atomic<int>& state) : state_(state) {
-  // Waits out an abort() that is carrying the abort out (a few microseconds).
-  for (int idle = 0; !state_.compare_exchange_weak(idle, 1, std::memory_order_acquire); idle = 0)
-    std::this_thread::yield();
+CommunicatorImpl::Hold::~Hold() {
+  if (!owns_) return;
+  if (!c_.turn_.outermost()) {
+    c_.turn_.unlock();
+    return;
+  }
+  const bool more = c_.progress_ != nullptr && !c_.outstanding_.empty();
+  auto due = c_.take_due();
+  c_.turn_.unlock();
+  if (more) c_.progress_->kick();
+  if (!due.empty()) c_.run_due(std::move(due));
+}
+
+void CommunicatorImpl::set_progress(ProgressMode mode) {
+  Hold hold(*this);
+  config_.progress = mode;
+  if (mode == ProgressMode::caller)
+    progress_.reset();  // under the turn: the thread has let go of it
+  else if (progress_ == nullptr && size_ > 1)
+    progress_ = std::make_unique<ProgressThread>([this] { advance(); }, config_.progress_cpu);
+}
+
+void CommunicatorImpl::run_due(std::vector<std::function<void()>> due) {
+  for (auto& fn : due) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      log_message(config_.log_level, LogLevel::warn, rank_, "a call's on_complete raised: ",
+                  e.what());
+    } catch (...) {
+      log_message(config_.log_level, LogLevel::warn, rank_,
+                  "a call's on_complete raised a non-standard exception");
+    }
+  }
+}
+
+void CommunicatorImpl::advance() {
+  if (!turn_.try_lock_for_progress()) return;  // a caller drives; it kicks again when it leaves
+  if (!broken_) {
+    try {
+      engine_.drive(turn_.wanted());
+    } catch (...) {
+      fail_all(std::current_exception());
+    }
+    retire_done();
+  }
+  auto due = take_due();
+  turn_.unlock_progress();
+  if (!due.empty()) run_due(std::move(due));
 }
 
 void CommunicatorImpl::check_abort() {
@@ -149,8 +196,7 @@ void CommunicatorImpl::abort(std::string_view reason, ErrorCode cause) {
   constexpr auto kPatience = std::chrono::milliseconds(50);
   const auto give_up = Clock::now() + kPatience;
   while (!abort_carried_out_.load(std::memory_order_acquire)) {
-    int idle = 0;
-    if (call_state_.compare_exchange_strong(idle, 2, std::memory_order_acquire)) {
+    if (turn_.try_lock()) {
       if (!broken_) {
         try {
           check_abort();
@@ -159,7 +205,9 @@ void CommunicatorImpl::abort(std::string_view reason, ErrorCode cause) {
         }
       }
       abort_carried_out_.store(true, std::memory_order_release);
-      call_state_.store(0, std::memory_order_release);
+      auto due = take_due();
+      turn_.unlock();
+      if (!due.empty()) run_due(std::move(due));
       return;
     }
     if (Clock::now() >= give_up) return;
@@ -168,7 +216,7 @@ void CommunicatorImpl::abort(std::string_view reason, ErrorCode cause) {
 }
 
 std::shared_ptr<RecoveryLink> CommunicatorImpl::revoke_for_recovery() {
-  CallGuard guard(call_state_);
+  Hold hold(*this);
   if (!recovery_)
     fail(ErrorCode::invalid_argument, CallSite{rank_, "shrink"},
          "this communicator was made without a recovery link, so it cannot shrink");
@@ -187,6 +235,12 @@ std::shared_ptr<RecoveryLink> CommunicatorImpl::revoke_for_recovery() {
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  if (progress_) {
+    // Holding the turn, so that the progress thread has let go of it.
+    turn_.lock();
+    progress_.reset();
+    turn_.unlock();
+  }
   // The learner's decisions held back from the cache (Selector::note_learned).
   if (rank_ == 0 && selector_ != nullptr) {
     try {
@@ -311,6 +365,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
 }
 
 std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
+  Hold hold(*this);
   const bool message = call.kind == Call::Kind::send || call.kind == Call::Kind::recv;
   // Negative tags are chorus's own (kSetupTag).
   if (message && call.options.tag < 0)
@@ -332,8 +387,25 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
        static_cast<int>(call.kind));
 }
 
+CollectiveSpec CommunicatorImpl::spec_of(const Call& call) const {
+  const size_t es = has_data(call.collective) ? dtype_size(call.type) : 1;
+  const bool average = call.op == ReduceOp::avg && reduces(call.collective);
+  CollectiveSpec spec{call.collective,       size_, rank_, call.count, es, call.root,
+                      config_.segment_bytes, average};
+  spec.host_of = host_of_;
+  if (windows_) {
+    spec.windows = true;
+    const BufferCounts counts = buffer_counts(spec);
+    SharedPlace unused;
+    spec.window_buffers = call.send != nullptr && call.recv != nullptr &&
+                          windows_->find_user_window(call.send, counts.input * es, unused) &&
+                          windows_->find_user_window(call.recv, counts.output * es, unused);
+  }
+  return spec;
+}
+
 std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call) {
-  CallGuard guard(call_state_);
+  Hold hold(*this);
   enter_call();
   validate(call);
   const CallOptions& options = call.options;
@@ -354,18 +426,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
     return work;
   }
   const size_t es = has_data(call.collective) ? dtype_size(call.type) : 1;
-  const bool average = call.op == ReduceOp::avg && reduces(call.collective);
-  CollectiveSpec spec{call.collective,       size(), rank(), call.count, es, call.root,
-                      config_.segment_bytes, average};
-  spec.host_of = host_of_;
-  if (windows_) {
-    spec.windows = true;
-    const BufferCounts counts = buffer_counts(spec);
-    SharedPlace unused;
-    spec.window_buffers = call.send != nullptr && call.recv != nullptr &&
-                          windows_->find_user_window(call.send, counts.input * es, unused) &&
-                          windows_->find_user_window(call.recv, counts.output * es, unused);
-  }
+  const CollectiveSpec spec = spec_of(call);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
   // The learner's candidate for this call, where it decides the call.
   LearnClass* learning = nullptr;
@@ -445,7 +506,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(OpKind kind, 
                                                                    void* recv, size_t count,
                                                                    DataType type, int peer,
                                                                    const CallOptions& options) {
-  CallGuard guard(call_state_);
+  Hold hold(*this);
   enter_call();
   const bool sending = kind == OpKind::send;
   CHORUS_CHECK(sending || kind == OpKind::recv);
@@ -493,10 +554,9 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(OpKind kind, 
 // the caller removes it from outstanding_.
 void CommunicatorImpl::retire(WorkState& w) {
   if (w.finished) return;
-  w.finished = true;
   const Deadline now = Clock::now();
   recorder_.finish(w.record, now);
-  pool_.give(std::exchange(w.scratch, {}));
+  if (!w.planned) pool_.give(std::exchange(w.scratch, {}));
   if (w.learn != nullptr && selector_->learner() != nullptr) {
     double seconds = std::chrono::duration<double>(now - w.started).count();
     if (const Learner::TimingHook& hook = selector_->learner()->timing_hook())
@@ -504,6 +564,9 @@ void CommunicatorImpl::retire(WorkState& w) {
     w.learn->record(w.ticket, seconds);
     w.learn = nullptr;
   }
+  if (w.on_complete) due_.push_back(std::move(w.on_complete));
+  w.on_complete = nullptr;
+  w.finished = true;  // last: a thread that sees it may drop the Work
 }
 
 void CommunicatorImpl::retire_done() {
@@ -567,6 +630,8 @@ void CommunicatorImpl::fail_all(std::exception_ptr error) {
   for (auto& w : outstanding_) {
     w->error = error;
     if (!w->finished) recorder_.fail(w->record, what, w->exec.pending_summary(), now);
+    if (w->on_complete) due_.push_back(std::move(w->on_complete));
+    w->on_complete = nullptr;
     w->finished = true;
   }
   outstanding_.clear();
@@ -578,24 +643,65 @@ void CommunicatorImpl::fail_all(std::exception_ptr error) {
   }
 }
 
-void CommunicatorImpl::wait(WorkState& w) {
-  CallGuard guard(call_state_);
+std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call,
+                                                    std::function<void()> on_complete) {
+  Hold hold(*this);
+  auto work = submit(call);
+  if (work->finished) {
+    due_.push_back(std::move(on_complete));  // runs as this turn ends
+  } else {
+    work->on_complete = std::move(on_complete);
+  }
+  return work;
+}
+
+bool CommunicatorImpl::wait_for(WorkState& w, std::chrono::nanoseconds timeout) {
   if (!w.finished) {
-    if (broken_) std::rethrow_exception(broken_);
-    try {
-      engine_.wait(w.exec);
-    } catch (...) {
-      fail_all(std::current_exception());
+    const Deadline until = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+    Hold hold(*this);
+    if (!w.finished) {
+      if (broken_) std::rethrow_exception(broken_);
+      try {
+        engine_.wait_until(w.exec, until);
+      } catch (...) {
+        fail_all(std::current_exception());
+      }
+      retire_done();
     }
-    // Earlier calls complete first on every rank; finish those that are done.
-    retire_done();
+  }
+  if (!w.finished) return false;
+  if (w.error) std::rethrow_exception(w.error);
+  return true;
+}
+
+void CommunicatorImpl::run(const Call& call) {
+  Hold hold(*this);
+  wait(*submit(call));
+}
+
+void CommunicatorImpl::wait(WorkState& w) {
+  if (!w.finished) {
+    Hold hold(*this);
+    if (!w.finished) {
+      if (broken_) std::rethrow_exception(broken_);
+      try {
+        engine_.wait(w.exec);
+      } catch (...) {
+        fail_all(std::current_exception());
+      }
+      // Earlier calls complete first on every rank; finish those that are done.
+      retire_done();
+    }
   }
   if (w.error) std::rethrow_exception(w.error);
 }
 
 bool CommunicatorImpl::test(WorkState& w) {
-  CallGuard guard(call_state_);
   if (w.finished) return true;
+  // Another thread drives the executor (the progress thread, most often):
+  // the flag is the answer, and it never waits for that thread.
+  Hold hold(*this, std::try_to_lock);
+  if (!hold.owns() || w.finished) return w.finished;
   if (broken_) return true;
   try {
     check_abort();
@@ -606,6 +712,11 @@ bool CommunicatorImpl::test(WorkState& w) {
   }
   retire_done();
   return w.finished;
+}
+
+std::string CommunicatorImpl::flight_record() {
+  Hold hold(*this);
+  return recorder_.to_json(rank_, size_, transport_->name());
 }
 
 int CommunicatorImpl::recv_any(void* buf, size_t count, DataType type, const CallOptions& options) {
@@ -623,7 +734,7 @@ int CommunicatorImpl::recv_any(void* buf, size_t count, DataType type, const Cal
   const Deadline deadline = deadline_after(timeout);
   int source = -1;
   {
-    CallGuard guard(call_state_);
+    Hold hold(*this);
     enter_call();
     // Spins a little, then naps: a message may take a while. Every 5 ms it
     // asks whether each peer still lives (an exited, closed or aborted peer

@@ -10,6 +10,7 @@
 #include "algorithms/algorithm.h"
 #include "api/flight_recorder.h"
 #include "core/config.h"
+#include "engine/progress.h"
 #include "exec/executor.h"
 #include "transport/transport.h"
 #include "transport/window.h"
@@ -18,6 +19,8 @@
 #include <chorus/communicator.h>
 #include <chorus/error.h>
 
+#include <atomic>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <map>
@@ -57,6 +60,7 @@ struct WorkState {
   // instead of touching `comm`.
   std::weak_ptr<const void> alive;
   ScratchPool::Buffer scratch;
+  bool planned = false;  // a Plan's run: the scratch is the plan's, kept across runs
   Execution exec;
   uint64_t record = 0;  // its entry in the flight recorder
   // A call the learner times (tune/learner.h): its class, ticket and start.
@@ -64,7 +68,31 @@ struct WorkState {
   uint64_t ticket = 0;
   Clock::time_point started;
   std::exception_ptr error;
-  bool finished = false;
+  // Communicator::submit's on_complete: moved to the communicator's due list
+  // when the call completes, run once the completing thread lets go.
+  std::function<void()> on_complete;
+  // Set (after `error`) by whichever thread completes the call: a caller's
+  // or the progress thread. Work::done() and is_completed() read it.
+  std::atomic<bool> finished{false};
+};
+
+// A call prepared once (Communicator::prepare) and started many times on the
+// same buffers: its algorithm, Program, stamp and scratch fixed at prepare.
+struct PlanState {
+  CommunicatorImpl* comm = nullptr;
+  std::weak_ptr<const void> alive;  // as WorkState::alive
+  Call call;
+  // Fixed at prepare for an ordinary collective; null where each start runs
+  // the call as submit() does (a message, a deterministic or one-sided call,
+  // an empty one).
+  const Algorithm* algorithm = nullptr;
+  uint8_t stamp_id = 0;
+  std::shared_ptr<const PreparedProgram> program;
+  std::chrono::milliseconds timeout{0};
+  // The run in progress (or the last one); its scratch stays with it.
+  std::shared_ptr<WorkState> work;
+  // Destroyed while its run is outstanding: says so (the run goes on).
+  ~PlanState();
 };
 
 class CommunicatorImpl {
@@ -108,11 +136,34 @@ class CommunicatorImpl {
   // one has arrived (Transport::waiting_message), then receives it as
   // recv() from that rank; returns the rank.
   int recv_any(void* buf, size_t count, DataType type, const CallOptions& options);
+  // submit(), and `on_complete` runs once the call has completed
+  // (Communicator::submit).
+  std::shared_ptr<WorkState> submit(const Call& call, std::function<void()> on_complete);
+  // Waits at most `timeout` (Work::wait_for): whether the call completed;
+  // rethrows its error.
+  bool wait_for(WorkState& work, std::chrono::nanoseconds timeout);
+  // A blocking call: submit and wait in one turn, so that the progress
+  // thread is never woken for it.
+  void run(const Call& call);
+  // Takes the turn (from the progress thread, which lets go) and advances
+  // until the call is done; rethrows its error.
   void wait(WorkState& work);
+  // Never blocks: true once the call is done. Advances the executor once
+  // where no other thread drives it.
   bool test(WorkState& work);
 
+  // Communicator::prepare and Plan::start (api/plan.cc).
+  std::shared_ptr<PlanState> prepare_plan(const Call& call);
+  std::shared_ptr<WorkState> start_plan(PlanState& plan);
+
   // The flight recorder as JSON (api/flight_recorder.h).
-  std::string flight_record() const { return recorder_.to_json(rank_, size_, transport_->name()); }
+  std::string flight_record();
+  // Switches who advances outstanding work (CHORUS_PROGRESS), for the grids
+  // that run both modes on one communicator: starts or stops the progress
+  // thread. The thread that uses the communicator.
+  void set_progress(ProgressMode mode);
+  // The progress thread's rounds (ProgressThread::rounds); 0 without one.
+  uint64_t progress_rounds() const { return progress_ ? progress_->rounds() : 0; }
 
   // With CHORUS_TRACE set: aligns this rank's clock with rank 0's (a few
   // point-to-point ping-pongs, so every rank calls it, at creation) and
@@ -164,6 +215,8 @@ class CommunicatorImpl {
                                      const CallOptions& options);
 
  private:
+  // The spec of a collective call on this communicator (hosts, windows).
+  CollectiveSpec spec_of(const Call& call) const;
   // Picks the algorithm, builds (or reuses) the program, starts it.
   std::shared_ptr<WorkState> submit_collective(const Call& call);
   // Deterministic reductions (api/deterministic.cc): whether `call` is one
@@ -225,18 +278,28 @@ class CommunicatorImpl {
   // At the start of a new call: rethrows the failure that broke the
   // communicator, or fails it now if an abort was asked for.
   void enter_call();
-  // Held by the thread inside a call (submit, wait, test): `call_state_` is
-  // 0 idle, 1 inside a call, 2 while abort() carries an abort out itself.
-  class CallGuard {
+  // Holds the communicator's Turn for a caller's scope (submit, wait, test,
+  // the set-up exchanges): the progress thread lets go first. On the
+  // outermost release with calls outstanding, the progress thread is kicked
+  // so that they advance while the caller is away.
+  class Hold {
    public:
-    explicit CallGuard(std::atomic<int>& state);
-    ~CallGuard() { state_.store(0, std::memory_order_release); }
-    CallGuard(const CallGuard&) = delete;
-    CallGuard& operator=(const CallGuard&) = delete;
+    explicit Hold(CommunicatorImpl& c) : c_(c), owns_(true) { c_.turn_.lock(); }
+    // Only where no other thread holds the turn (owns() says).
+    Hold(CommunicatorImpl& c, std::try_to_lock_t) : c_(c), owns_(c_.turn_.try_lock()) {}
+    ~Hold();
+    bool owns() const { return owns_; }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
 
    private:
-    std::atomic<int>& state_;
+    CommunicatorImpl& c_;
+    bool owns_;
   };
+  // The progress thread's round: takes the turn where no caller holds or
+  // wants it and drives the executor until nothing is outstanding or a
+  // caller asks for the turn.
+  void advance();
   // One-sided calls, before the first op of call `stamp`: the control window
   // at the first use, the call's stamp in this rank's record (so that peers
   // compare it before reading), the staging window grown where the Program
@@ -309,7 +372,9 @@ class CommunicatorImpl {
   std::vector<uint32_t> sent_to_;
   std::vector<uint32_t> received_from_;
   FlightRecorder recorder_;
-  std::atomic<int> call_state_{0};
+  // Who drives the executor (engine/progress.h); the progress thread, in
+  // CHORUS_PROGRESS=thread, is declared last so that it goes first.
+  Turn turn_{[this] { transport_->interrupt(); }};
   std::atomic<bool> abort_requested_{false};
   ErrorCode abort_cause_ = ErrorCode::aborted;  // under abort_mu_, as abort_reason_
   std::atomic<bool> abort_carried_out_{false};  // fail_all ran after the request
@@ -325,6 +390,14 @@ class CommunicatorImpl {
   std::map<std::tuple<int, int, size_t>, std::shared_ptr<const PreparedProgram>> p2p_programs_;
   // WorkStates to recycle; one is free when only this list holds it.
   std::vector<std::shared_ptr<WorkState>> spare_work_;
+  // on_complete callbacks of calls completed during the current turn; the
+  // thread that lets go of the turn runs them (run_due).
+  std::vector<std::function<void()>> due_;
+  // Takes the due callbacks (under the turn) ...
+  std::vector<std::function<void()>> take_due() { return std::exchange(due_, {}); }
+  // ... and runs them after the turn is let go; one that throws is logged.
+  void run_due(std::vector<std::function<void()>> due);
+  std::unique_ptr<ProgressThread> progress_;
 };
 
 }  // namespace detail

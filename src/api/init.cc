@@ -25,6 +25,12 @@ Communicator init(const InitOptions& options) {
   if (!options.transport.empty())
     config.transport = parse_process_transport(
         options.transport, str_cat("init: transport '", options.transport, "'"));
+  if (!options.progress.empty())
+    config.progress = parse_progress_mode(options.progress, "init: progress");
+  if (options.progress_cpu != -1)
+    config.progress_cpu =
+        check_progress_cpu(options.progress_cpu, std::to_string(options.progress_cpu),
+                           "init: progress_cpu");
   if (options.timeout.count() < 0) fail(ErrorCode::invalid_argument, "init: negative timeout");
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
   const Deadline deadline = deadline_after(timeout);

@@ -132,6 +132,25 @@ EnvLookup env_from_map(std::map<std::string, std::string, std::less<>> vars) {
   };
 }
 
+std::string_view to_string(ProgressMode mode) {
+  return mode == ProgressMode::thread ? "thread" : "caller";
+}
+
+ProgressMode parse_progress_mode(std::string_view text, std::string_view what) {
+  const std::string_view t = trim(std::string(text));
+  if (t == "thread") return ProgressMode::thread;
+  if (t == "caller") return ProgressMode::caller;
+  fail(ErrorCode::invalid_argument, what, "='", text, "' is not one of thread, caller");
+}
+
+int check_progress_cpu(double cpu, std::string_view text, std::string_view what) {
+  // CPU numbers the kernel's affinity masks can hold (CPU_SETSIZE).
+  constexpr double kMaxCpu = 1023;
+  if (!(cpu >= 0 && cpu <= kMaxCpu) || cpu != static_cast<double>(static_cast<int>(cpu)))
+    fail(ErrorCode::invalid_argument, what, "='", text, "' must be a CPU number from 0 to 1023");
+  return static_cast<int>(cpu);
+}
+
 std::string_view to_string(TunerMode mode) {
   switch (mode) {
     case TunerMode::learn:
@@ -256,6 +275,11 @@ Config Config::from_env(const EnvLookup& lookup) {
       fail(ErrorCode::invalid_argument, "CHORUS_DETERMINISTIC='", *v, "' is not one of 0, 1");
     cfg.deterministic = t == "1";
   }
+  if (auto v = lookup("CHORUS_PROGRESS"); v && !v->empty())
+    cfg.progress = parse_progress_mode(*v, "CHORUS_PROGRESS");
+  if (auto v = lookup("CHORUS_PROGRESS_CPU"); v && !v->empty())
+    cfg.progress_cpu = check_progress_cpu(parse_number("CHORUS_PROGRESS_CPU", *v), *v,
+                                          "CHORUS_PROGRESS_CPU");
   if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = lookup("CHORUS_TUNING_CACHE"); v && !v->empty()) {
     if (*v != "on" && *v != "off")

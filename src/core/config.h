@@ -57,6 +57,13 @@
 //                      of its ops there when it is destroyed (exec/trace.h)
 //   CHORUS_BIND        core | none: chorus-run and chorus-perf bind local
 //                      ranks to cores when there are enough (default core)
+//   CHORUS_PROGRESS    thread | caller: who advances an outstanding Work
+//                      while its caller computes (engine/progress.h). thread
+//                      (default): the communicator's progress thread takes
+//                      over whenever a caller returns with work outstanding;
+//                      caller: only calls of the communicator advance it
+//   CHORUS_PROGRESS_CPU  a CPU number: the progress threads run on that CPU
+//                      only (default: wherever the process may run)
 #pragma once
 
 #include "core/collective.h"
@@ -82,6 +89,15 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view name
 enum class TunerMode { learn, model, off };
 std::string_view to_string(TunerMode mode);
 
+// CHORUS_PROGRESS: who advances outstanding work (engine/progress.h).
+enum class ProgressMode { thread, caller };
+std::string_view to_string(ProgressMode mode);
+// "thread" or "caller"; anything else is an Error(invalid_argument) that
+// names `what` (the variable, or the option).
+ProgressMode parse_progress_mode(std::string_view text, std::string_view what);
+// A CPU number from 0 to 1023; else an Error(invalid_argument) naming `what`.
+int check_progress_cpu(double cpu, std::string_view text, std::string_view what);
+
 struct Config {
   std::chrono::milliseconds timeout{300'000};
   // Algorithm forced for every collective that has an algorithm of this name.
@@ -98,6 +114,8 @@ struct Config {
   size_t segment_bytes = 0;                // 0 = each algorithm's default
   size_t stream_bytes = size_t{16} << 20;  // CHORUS_STREAM_BYTES; 0 = never
   bool deterministic = false;              // CHORUS_DETERMINISTIC
+  ProgressMode progress = ProgressMode::thread;  // CHORUS_PROGRESS
+  int progress_cpu = -1;                         // CHORUS_PROGRESS_CPU; -1 = not pinned
   std::string tuning_file;
   bool tuning_cache = true;  // CHORUS_TUNING_CACHE
   std::string cache_dir;     // $XDG_CACHE_HOME/chorus or $HOME/.cache/chorus; "" = none

@@ -454,7 +454,8 @@ std::string Engine::stall_report(const Execution& e) {
                  answering == 1 ? " other peer answers)" : " other peers answer)");
 }
 
-void Engine::wait(const Execution& exec) {
+template <typename Done>
+void Engine::run_until(Done done, const Execution* exec, Deadline until) {
   // While one-sided waits are queued, flags are polled between short looks
   // at the transport: spinning first (a flag is usually raised within
   // microseconds). Then a rank that shares its core with other ranks hands
@@ -468,8 +469,8 @@ void Engine::wait(const Execution& exec) {
   int idle_rounds = 0;
   Clock::time_point idle_since{};
   Clock::time_point next_check{};
-  while (!exec.done()) {
-    Deadline deadline = exec.deadline();
+  while (!done()) {
+    Deadline deadline = exec != nullptr ? exec->deadline() : Deadline::max();
     for (const auto& a : active_) deadline = std::min(deadline, a->deadline());
     done_scratch_.clear();
     if (!waits_.empty()) {
@@ -490,7 +491,7 @@ void Engine::wait(const Execution& exec) {
         if (now >= deadline) {
           for (const auto& a : active_)
             if (a->deadline() <= deadline) timed_out(*a);
-          timed_out(exec);
+          if (exec != nullptr) timed_out(*exec);
         }
         // No message ends a one-sided wait: ask now and then whether its
         // peers live.
@@ -511,18 +512,31 @@ void Engine::wait(const Execution& exec) {
       }
       continue;
     }
-    transport_.wait_some(done_scratch_, deadline);
+    transport_.wait_some(done_scratch_, std::min(deadline, until));
     if (stop_ != nullptr && stop_->load(std::memory_order_acquire)) on_stop_();
     if (done_scratch_.empty()) {
       if (Clock::now() >= deadline) {
         for (const auto& a : active_)
           if (a->deadline() <= deadline) timed_out(*a);
-        timed_out(exec);
+        if (exec != nullptr) timed_out(*exec);
       }
       continue;
     }
     dispatch(done_scratch_);
   }
+}
+
+void Engine::wait(const Execution& exec) {
+  run_until([&] { return exec.done(); }, &exec);
+}
+
+void Engine::wait_until(const Execution& exec, Deadline until) {
+  run_until([&] { return exec.done() || Clock::now() >= until; }, &exec, until);
+}
+
+void Engine::drive(const std::atomic<int>& wanted) {
+  run_until([&] { return active_.empty() || wanted.load(std::memory_order_relaxed) > 0; },
+            nullptr);
 }
 
 }  // namespace chorus

@@ -115,6 +115,13 @@ class Engine {
   void enqueue(const std::shared_ptr<Execution>& exec);
   // Progresses until `exec` is done. Throws on timeout or transport error.
   void wait(const Execution& exec);
+  // The same, giving up (without an error) once `until` has passed.
+  void wait_until(const Execution& exec, Deadline until);
+  // Progresses, blocked in the transport between completions, until every
+  // execution is done or `wanted` is above 0 (a caller asks for the
+  // communicator: it interrupts the transport after raising it). What a
+  // progress thread runs (engine/progress.h). Throws as wait() does.
+  void drive(const std::atomic<int>& wanted);
   // Progresses without blocking.
   void poll();
   bool idle() const { return active_.empty(); }
@@ -146,6 +153,11 @@ class Engine {
     Execution* exec;
     OpIndex op;
   };
+  // wait() and drive(): progresses until done() holds; a deadline that
+  // passes names the active execution it belongs to, else `exec`.
+  // `until`: where the caller stops looking (not a call's deadline).
+  template <typename Done>
+  void run_until(Done done, const Execution* exec, Deadline until = Deadline::max());
   void finish_op(Execution& e, OpIndex op);
   void op_ready(Execution& e, OpIndex op);
   void start_local(Execution& e, OpIndex op);

@@ -57,6 +57,9 @@ struct PerfOptions {
   // Test hook (hidden flag --corrupt-one): after each checked call, the last
   // rank flips one output element before counting, so #wrong must say 1.
   bool corrupt_one = false;
+  // positional "overlap": chorus-perf overlap (perf/overlap.h) instead of the
+  // sweep; -b .. -e are its sizes (default 16 MiB), -n its rounds.
+  bool overlap = false;
 };
 
 // alpha (s per message) and beta (B/s) measured on this communicator.

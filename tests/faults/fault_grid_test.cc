@@ -21,6 +21,11 @@
 //                 every reducing row over threads (its algorithm carries the
 //                 integer pass), and the automatic choice (no algorithm
 //                 named: the gather road at N = 2) on every link
+//   progress:     both CHORUS_PROGRESS modes in every cell: the ranks of a
+//                 cell alternate between thread (the call is advanced, and
+//                 its failure found, by the progress thread alone: the rank
+//                 only watches the Work's flag) and caller, and the cells
+//                 alternate which rank starts (support/progress.h)
 //   N:            2 and 4 (the sanitizer builds: 2); an algorithm that serves
 //                 neither gets the smallest N from 3 to 8 that it serves
 //   faults:       the last rank ("odd") differs from the others in one respect
@@ -69,6 +74,7 @@
 #include "perf/perf_check.h"
 #include "schedule/collective.h"
 #include "schedule/rank_math.h"
+#include "support/progress.h"
 
 #include <chorus/chorus.h>
 #include <chorus/testing.h>
@@ -428,7 +434,7 @@ std::string run_call(Communicator& comm, const CallSpec& c, const Buffers& b) {
   o.timeout = c.timeout;
   o.deterministic = c.deterministic;
   if (!has_data(c.collective)) {
-    comm.submit(Call::barrier(o)).wait();
+    test::finish(comm, comm.submit(Call::barrier(o)));
     return {};
   }
   const perf::CheckCase check{c.collective, c.type,  c.op,  comm.size(),
@@ -436,9 +442,8 @@ std::string run_call(Communicator& comm, const CallSpec& c, const Buffers& b) {
   const BufferCounts counts = buffer_counts(spec_of(c, comm.size(), comm.rank(), Link::tcp));
   perf::fill_input(check, b.in);
   perf::poison(c.type, b.out, counts.output);
-  comm.submit(
-          {Call::Kind::collective, c.collective, b.in, b.out, c.count, c.type, c.op, c.root, -1, o})
-      .wait();
+  test::finish(comm, comm.submit({Call::Kind::collective, c.collective, b.in, b.out, c.count,
+                                   c.type, c.op, c.root, -1, o}));
   const size_t wrong = perf::count_wrong(check, b.out);
   if (wrong == 0) return {};
   return str_cat(wrong, " of ", counts.output, " output elements wrong");
@@ -650,6 +655,10 @@ std::string kill_body(Communicator& comm, const Cell& cell, bool processes) {
 }
 
 std::string rank_body(Communicator& comm, const Cell& cell, const Gates& gates, bool processes) {
+  // Both progress modes in every cell: its ranks alternate between them
+  // (support/progress.h), and which rank starts follows the cell.
+  test::use_progress(comm,
+                     test::alternating_progress(comm.rank(), std::hash<std::string>{}(cell.name())));
   if (is_mismatch(cell.fault)) return mismatch_body(comm, cell);
   if (cell.fault == Fault::timeout) return timeout_body(comm, cell, gates);
   if (cell.fault == Fault::abort) return abort_body(comm, cell, gates);

@@ -1,4 +1,5 @@
 #include "support/grid.h"
+#include "support/progress.h"
 #include "algorithms/algorithm.h"
 #include "api/communicator_impl.h"
 
@@ -181,10 +182,10 @@ std::string run_case(Communicator& comm, const GridCase& c, const std::string& a
       call.send = win_in.data();
     }
     call.recv = base;
-    comm.submit(call).wait();
+    finish(comm, comm.submit(call));
     if (out_bytes > 0) std::memcpy(out.data(), base, out_bytes);
   } else {
-    comm.submit(call).wait();
+    finish(comm, comm.submit(call));
   }
   if (!uses_output(c.collective, r, c.root)) return "";  // reduce's recv off the root
   std::vector<std::byte> result = std::move(out);
@@ -234,11 +235,18 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large) {
 std::vector<std::string> run_grid(Communicator& comm, const std::vector<GridCase>& cases,
                                   const std::string& algorithm, ReferenceCache* cache) {
   std::vector<std::string> errors;
+  const ProgressMode given = progress_of(comm);
   for (const GridCase& c : cases)
     for (int rep = 0; rep < 2; ++rep) {
+      // Both progress modes (support/progress.h): the first call advanced
+      // by its caller, the second by the progress thread alone.
+      use_progress(comm, rep == 0 ? ProgressMode::caller : ProgressMode::thread);
       std::string e = run_case(comm, c, algorithm, cache);
-      if (!e.empty() && errors.size() < 8) errors.push_back(e + str_cat(" (call ", rep + 1, ")"));
+      if (!e.empty() && errors.size() < 8)
+        errors.push_back(e + str_cat(" (call ", rep + 1, rep == 0 ? ", caller" : ", thread",
+                                     " progress)"));
     }
+  use_progress(comm, given);
   return errors;
 }
 

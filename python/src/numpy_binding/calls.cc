@@ -58,15 +58,31 @@ size_t first_axis_blocks(const BufferView& x, int parts, const std::string& call
 
 }  // namespace
 
-py::object allreduce(py::object self, py::handle x, py::handle op, py::object out, Keywords kw) {
-  Comm& c = self.cast<Comm&>();
+namespace {
+
+Request allreduce_request(py::handle x, py::handle op, py::object out, const Keywords& kw) {
   Request r = new_request("allreduce");
   const CallOptions options = options_of(r, kw);
   const BufferView& in = add_input(r, x);
   const ReduceOp reduce_op = parse_op(op, r.what);
   void* dst = add_output(r, std::move(out), in.type(), in.count(), in.shape());
   r.call = Call::allreduce(in.data(), dst, in.count(), in.type(), reduce_op, options);
+  return r;
+}
+
+}  // namespace
+
+py::object allreduce(py::object self, py::handle x, py::handle op, py::object out, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = allreduce_request(x, op, std::move(out), kw);
   return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object prepare_allreduce(py::object self, py::handle x, py::handle op, py::object out,
+                             Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = allreduce_request(x, op, std::move(out), kw);
+  return c.prepare(std::move(self), std::move(r));
 }
 
 py::object allgather(py::object self, py::handle x, py::object out, Keywords kw) {

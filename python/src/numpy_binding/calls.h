@@ -25,6 +25,9 @@ struct Keywords {
 // documents them.
 pybind11::object allreduce(pybind11::object self, pybind11::handle x, pybind11::handle op,
                            pybind11::object out, Keywords kw);
+// Communicator.prepare_allreduce: the same call as a chorus.Plan.
+pybind11::object prepare_allreduce(pybind11::object self, pybind11::handle x, pybind11::handle op,
+                                   pybind11::object out, Keywords kw);
 pybind11::object allgather(pybind11::object self, pybind11::handle x, pybind11::object out,
                            Keywords kw);
 pybind11::object reduce_scatter(pybind11::object self, pybind11::handle x, pybind11::handle op,

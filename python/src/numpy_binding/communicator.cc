@@ -15,10 +15,6 @@ namespace py = pybind11;
 namespace chorus::python {
 namespace {
 
-// A blocking call first polls this long on its own thread: a short call then
-// completes without handing its wait to the waiter thread.
-constexpr auto kPollFirst = std::chrono::microseconds(30);
-
 // What ended a wait other than the call itself.
 enum class WaitEnd { completed, signal, timed_out };
 
@@ -63,6 +59,35 @@ py::object PyCommunicator::run(py::object self, Request request, bool async_op) 
   return request.result;
 }
 
+py::object PyCommunicator::prepare(py::object self, Request request) {
+  Busy busy(*this);
+  auto call = std::make_shared<PreparedCall>();
+  {
+    py::gil_scoped_release nogil;  // the algorithm choice may ask the peers
+    call->plan = live().prepare(request.call);
+  }
+  call->views = std::move(request.views);
+  call->result = std::move(request.result);
+  call->what = request.what;
+  return py::cast(PyPlan(std::move(self), std::move(call)));
+}
+
+py::object PyCommunicator::start(py::object self, const std::shared_ptr<PreparedCall>& call) {
+  Busy busy(*this);
+  collect_finished();
+  auto op = std::make_shared<AsyncOp>();
+  op->work = call->plan.start();
+  op->views = call->views;
+  op->result = call->result;
+  op->what = call->what;
+  pending_.push_back(op);
+  return py::cast(PyWork(std::move(self), std::move(op)));
+}
+
+py::object PyPlan::start() {
+  return comm_.cast<PyCommunicator&>().start(comm_, call_);
+}
+
 py::object PyCommunicator::wait_op(AsyncOp& op, std::optional<double> timeout) {
   if (!op.completed) {
     Busy busy(*this);
@@ -96,7 +121,7 @@ Window PyCommunicator::window(py::ssize_t nbytes) {
   collect_finished();
   Communicator& c = live();
   Window w;
-  block_or_raise([&] { w = c.window(bytes); }, {}, std::nullopt, "window");
+  block_or_raise([&] { w = c.window(bytes); }, std::nullopt, "window");
   return w;
 }
 
@@ -105,7 +130,7 @@ std::shared_ptr<PyCommunicator> PyCommunicator::split(int color, int key) {
   collect_finished();
   Communicator& c = live();
   std::optional<Communicator> child;
-  block_or_raise([&] { child = c.split(color, key); }, {}, std::nullopt, "split");
+  block_or_raise([&] { child = c.split(color, key); }, std::nullopt, "split");
   return child ? std::make_shared<PyCommunicator>(std::move(*child)) : nullptr;
 }
 
@@ -114,7 +139,7 @@ std::shared_ptr<PyCommunicator> PyCommunicator::split_by_host() {
   collect_finished();
   Communicator& c = live();
   std::optional<Communicator> child;
-  block_or_raise([&] { child = c.split_by_host(); }, {}, std::nullopt, "split_by_host");
+  block_or_raise([&] { child = c.split_by_host(); }, std::nullopt, "split_by_host");
   return std::make_shared<PyCommunicator>(std::move(*child));
 }
 
@@ -138,7 +163,7 @@ std::shared_ptr<PyCommunicator> PyCommunicator::shrink(std::optional<double> tim
   collect_finished();
   Communicator& c = live();
   std::optional<Communicator> next;
-  block_or_raise([&] { next = c.shrink(ms); }, {}, std::nullopt, "shrink");
+  block_or_raise([&] { next = c.shrink(ms); }, std::nullopt, "shrink");
   return std::make_shared<PyCommunicator>(std::move(*next));
 }
 
@@ -148,7 +173,7 @@ std::shared_ptr<PyCommunicator> PyCommunicator::grow(int joining, std::optional<
   collect_finished();
   Communicator& c = live();
   std::optional<Communicator> next;
-  block_or_raise([&] { next = c.grow(joining, ms); }, {}, std::nullopt, "grow");
+  block_or_raise([&] { next = c.grow(joining, ms); }, std::nullopt, "grow");
   return std::make_shared<PyCommunicator>(std::move(*next));
 }
 
@@ -157,7 +182,7 @@ int PyCommunicator::recv_any(void* data, size_t count, DataType type, const Call
   collect_finished();
   Communicator& c = live();
   int from = -1;
-  block_or_raise([&] { from = c.recv_any(data, count, type, options); }, {}, std::nullopt,
+  block_or_raise([&] { from = c.recv_any(data, count, type, options); }, std::nullopt,
                  "recv_any");
   return from;
 }
@@ -228,11 +253,48 @@ void PyCommunicator::collect_finished() {
 
 void PyCommunicator::wait_or_raise(Work& work, std::optional<double> timeout,
                                    const std::string& what) {
-  block_or_raise([&work] { work.wait(); }, [&work] { return work.done(); }, timeout, what);
+  // The wait runs on this thread, in slices (Work::wait_for): between two,
+  // with the GIL, it looks for a signal and for `timeout`. Between slices,
+  // and while this thread holds the GIL, the communicator's progress thread
+  // advances the call.
+  std::optional<Clock::time_point> give_up;
+  if (timeout) give_up = Clock::now() + seconds_to_ms(*timeout, what + ": timeout");
+  const bool signals = on_main_thread();
+  WaitEnd end = WaitEnd::completed;
+  std::exception_ptr error;
+  {
+    py::gil_scoped_release nogil;
+    if (!signals && !give_up) {
+      work.wait();
+      return;
+    }
+    while (true) {
+      auto slice = std::chrono::duration_cast<std::chrono::nanoseconds>(kSignalSlice);
+      if (give_up)
+        slice = std::min(slice, std::max(std::chrono::nanoseconds(0), *give_up - Clock::now()));
+      if (work.wait_for(slice)) return;  // raises the call's error, if any
+      if (give_up && Clock::now() >= *give_up) {
+        end = WaitEnd::timed_out;
+      } else if (signals) {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) {
+          end = WaitEnd::signal;
+          error = std::make_exception_ptr(py::error_already_set());
+        }
+      }
+      if (end != WaitEnd::completed) break;
+    }
+    live().abort(end == WaitEnd::signal
+                     ? "interrupted by a signal (KeyboardInterrupt) in " + what
+                     : what + " did not complete within " + std::to_string(*timeout) + " s");
+  }
+  if (end == WaitEnd::signal) std::rethrow_exception(error);
+  throw Error(ErrorCode::timeout, "rank " + std::to_string(live().rank()) + ": " + what +
+                                      " did not complete within " + std::to_string(*timeout) +
+                                      " s; the communicator is aborted");
 }
 
 void PyCommunicator::block_or_raise(const std::function<void()>& job,
-                                    const std::function<bool()>& done,
                                     std::optional<double> timeout, const std::string& what) {
   std::optional<Clock::time_point> give_up;
   if (timeout) give_up = Clock::now() + seconds_to_ms(*timeout, what + ": timeout");
@@ -244,15 +306,6 @@ void PyCommunicator::block_or_raise(const std::function<void()>& job,
     if (!signals && !give_up) {
       job();
       return;
-    }
-    if (done) {
-      const auto poll_until = Clock::now() + kPollFirst;
-      bool finished = false;
-      while (!finished && Clock::now() < poll_until) finished = done();
-      if (finished) {
-        job();  // raises the call's error, if any
-        return;
-      }
     }
     if (!waiter_) waiter_ = std::make_unique<Waiter>();
     waiter_->start(job);

@@ -49,6 +49,30 @@ class PyWork {
   std::shared_ptr<AsyncOp> op_;
 };
 
+// What a chorus.Plan holds: the prepared call and the arrays it runs on,
+// alive as long as the plan.
+struct PreparedCall {
+  Plan plan;
+  std::vector<ViewPtr> views;
+  pybind11::object result;
+  std::string what;
+};
+
+// chorus.Plan: Communicator.prepare_allreduce's handle (Plan in
+// chorus/communicator.h): start() runs the prepared call again on the same
+// arrays and returns its chorus.Work.
+class PyPlan {
+ public:
+  PyPlan(pybind11::object comm, std::shared_ptr<PreparedCall> call)
+      : comm_(std::move(comm)), call_(std::move(call)) {}
+  pybind11::object start();
+  std::string algorithm() const { return call_->plan.algorithm(); }
+
+ private:
+  pybind11::object comm_;
+  std::shared_ptr<PreparedCall> call_;
+};
+
 // chorus.Communicator. A communicator is used by one thread at a time; a
 // second Python thread calling while the first waits with the GIL released
 // raises InvalidArgument.
@@ -75,6 +99,11 @@ class PyCommunicator {
   // Submits the request; blocks until it ends unless `async_op`, which
   // returns a chorus.Work instead. `self` is this communicator's Python object.
   pybind11::object run(pybind11::object self, Request request, bool async_op);
+
+  // Prepares the request (Communicator::prepare): a chorus.Plan.
+  pybind11::object prepare(pybind11::object self, Request request);
+  // PyPlan::start: the plan's next run, as an asynchronous call.
+  pybind11::object start(pybind11::object self, const std::shared_ptr<PreparedCall>& call);
 
   // PyWork's wait() and done().
   pybind11::object wait_op(AsyncOp& op, std::optional<double> timeout);
@@ -132,16 +161,16 @@ class PyCommunicator {
   // Forgets the asynchronous calls that have ended and that no Work handle
   // refers to any more.
   void collect_finished();
-  // Waits for `work` with the GIL released. A signal whose handler raises
-  // (Ctrl-C) aborts the communicator and re-raises; so does `timeout`
-  // passing, as chorus.TimeoutError. Errors of the call propagate.
+  // Waits for `work` with the GIL released, on this thread in slices
+  // (Work::wait_for). A signal whose handler raises (Ctrl-C) aborts the
+  // communicator and re-raises; so does `timeout` passing, as
+  // chorus.TimeoutError. Errors of the call propagate.
   void wait_or_raise(Work& work, std::optional<double> timeout, const std::string& what);
-  // Runs `job`, a call that blocks in the communicator, with the GIL released
-  // and as wait_or_raise waits: on the waiter thread while this one looks for
-  // signals (and `timeout`). `done`, where given, is polled briefly first;
-  // once it says the job would not block, the job runs here.
-  void block_or_raise(const std::function<void()>& job, const std::function<bool()>& done,
-                      std::optional<double> timeout, const std::string& what);
+  // Runs `job`, a call that blocks in the communicator and is no Work (a
+  // window's creation, split, shrink, grow, recv_any), with the GIL released:
+  // on the waiter thread while this one looks for signals (and `timeout`).
+  void block_or_raise(const std::function<void()>& job, std::optional<double> timeout,
+                      const std::string& what);
 
   std::optional<Communicator> comm_;
   std::unique_ptr<Waiter> waiter_;

@@ -48,7 +48,16 @@ PYBIND11_MODULE(_chorus, m) {
            "Blocks until the call has ended and returns its result (raises its error). With a "
            "timeout in seconds that passes first, aborts the communicator and raises "
            "chorus.TimeoutError.")
-      .def("done", &PyWork::done, "Makes progress without blocking; True once the call has ended.");
+      .def("done", &PyWork::done, "Never blocks; True once the call has ended.");
+
+  py::class_<PyPlan>(m, "Plan",
+                     "A call prepared once and started many times on the same arrays "
+                     "(Communicator.prepare_allreduce).")
+      .def("start", &PyPlan::start,
+           "Runs the prepared call again, on the same arrays, and returns its chorus.Work; "
+           "raises while the previous run is outstanding.")
+      .def_property_readonly("algorithm", &PyPlan::algorithm,
+                             "The algorithm every run uses (\"\" where each run chooses).");
 
   py::class_<Window>(m, "Window", py::buffer_protocol(),
                      "Memory that every rank of a one-host communicator can address "
@@ -99,6 +108,9 @@ PYBIND11_MODULE(_chorus, m) {
       .def_property_readonly(
           "transport", [](const PyCommunicator& c) { return c.live().transport(); },
           "The transport that connects the ranks: \"shm\", \"tcp\" or \"shm+tcp\".")
+      .def_property_readonly(
+          "progress", [](const PyCommunicator& c) { return c.live().progress(); },
+          "Who advances asynchronous calls: \"thread\" (a progress thread) or \"caller\".")
       .def("split", &PyCommunicator::split, py::arg("color"), py::arg("key") = 0,
            "A collective: the ranks that pass the same color form a new Communicator, ranked by "
            "(key, rank here); a negative color takes part and gets None. The new communicator "
@@ -130,6 +142,21 @@ PYBIND11_MODULE(_chorus, m) {
           "out = op over all ranks of x, on every rank (out=x: in place); deterministic=True: the "
           "same bits whatever the algorithm, transport, size and number of ranks (sum and avg on "
           "floats; docs/PYTHON.md).")
+      .def(
+          "prepare_allreduce",
+          [](py::object self, py::handle x, py::handle op, py::object out,
+             std::optional<std::string> algorithm, std::optional<double> timeout,
+             bool deterministic) {
+            return prepare_allreduce(std::move(self), x, op, std::move(out),
+                                     {algorithm, timeout, false, deterministic});
+          },
+          py::arg("x"), py::arg("op") = "sum", py::kw_only(), py::arg("out") = py::none(),
+          py::arg("algorithm") = py::none(), py::arg("timeout") = py::none(),
+          py::arg("deterministic") = false,
+          "allreduce(x, op, out=...) prepared once as a chorus.Plan: plan.start() runs it again "
+          "on the same arrays with no new choice of algorithm and returns its chorus.Work "
+          "(whose wait() returns out). Every rank prepares and starts its plans in the same "
+          "order as its other calls.")
       .def(
           "allgather",
           [](py::object self, py::handle x, py::object out, std::optional<std::string> algorithm,
@@ -221,9 +248,13 @@ PYBIND11_MODULE(_chorus, m) {
   m.def("init", &chorus::python::init, py::kw_only(), py::arg("rank") = py::none(),
         py::arg("world_size") = py::none(), py::arg("store") = py::none(),
         py::arg("transport") = py::none(), py::arg("timeout") = py::none(),
+        py::arg("progress") = py::none(), py::arg("progress_cpu") = py::none(),
         "This process's Communicator. Without rank, world_size and store, they come from the "
         "environment (chorus-run, torchrun, mpirun, srun: as chorus::init_from_env). transport "
-        "is 'shm' or 'tcp'; timeout (seconds) bounds the start-up.");
+        "is 'shm' or 'tcp'; timeout (seconds) bounds the start-up; progress is 'thread' (the "
+        "default: a progress thread advances async calls while Python computes) or 'caller' "
+        "(only calls advance them), and progress_cpu pins that thread (as CHORUS_PROGRESS and "
+        "CHORUS_PROGRESS_CPU).");
   m.def("join", &chorus::python::join,
         "This process's Communicator as a joiner of a running job: its part of the members' "
         "comm.grow(n). The job's store and the generation come from CHORUS_STORE and "

@@ -74,7 +74,9 @@ std::shared_ptr<PyCommunicator> start_up(const std::function<Communicator()>& st
 std::shared_ptr<PyCommunicator> init(std::optional<int> rank, std::optional<int> world_size,
                                      std::optional<std::string> store,
                                      std::optional<std::string> transport,
-                                     std::optional<double> timeout) {
+                                     std::optional<double> timeout,
+                                     std::optional<std::string> progress,
+                                     std::optional<int> progress_cpu) {
   const bool explicit_job = rank || world_size || store;
   if (explicit_job && !(rank && world_size && store))
     invalid(
@@ -93,6 +95,11 @@ std::shared_ptr<PyCommunicator> init(std::optional<int> rank, std::optional<int>
   }
   if (transport) options.transport = *transport;
   if (timeout) options.timeout = seconds_to_ms(*timeout, "init: timeout");
+  if (progress) options.progress = *progress;
+  if (progress_cpu) {
+    if (*progress_cpu < 0) invalid("init: progress_cpu must be a CPU number from 0 to 1023");
+    options.progress_cpu = *progress_cpu;
+  }
 
   return start_up([options] { return chorus::init(options); });
 }

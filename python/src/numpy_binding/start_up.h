@@ -14,11 +14,14 @@ namespace chorus::python {
 
 // rank, world_size and store together, or none of them (then they come
 // from the environment); transport "shm" or "tcp"; timeout in seconds bounds
-// the start-up.
+// the start-up; progress "thread" or "caller" and progress_cpu override
+// CHORUS_PROGRESS and CHORUS_PROGRESS_CPU.
 std::shared_ptr<PyCommunicator> init(std::optional<int> rank, std::optional<int> world_size,
                                      std::optional<std::string> store,
                                      std::optional<std::string> transport,
-                                     std::optional<double> timeout);
+                                     std::optional<double> timeout,
+                                     std::optional<std::string> progress,
+                                     std::optional<int> progress_cpu);
 
 // chorus.join(): chorus::join_from_env, waiting as init() does.
 std::shared_ptr<PyCommunicator> join();
