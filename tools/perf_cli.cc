@@ -152,6 +152,9 @@ std::string perf_usage() {
       --deterministic      AllReduce, ReduceScatter and Reduce with
                            CallOptions::deterministic (the same bits whatever
                            the algorithm; -a names the integer pass's)
+      --plan               time each call as plan.start() + wait() of a Plan
+                           prepared once per row (Communicator::prepare)
+                           instead of a named call (blocking only)
       --json FILE          also write the rows as JSON
       --calibrate FILE     measure alpha/beta and the fastest algorithm at each
                            size of the sweep; write them to the tuning file
@@ -196,6 +199,7 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
   for (Flag& f : flags) f.option = app.add_option(f.names, f.value);
   app.add_flag("--tuning-report", o.tuning_report);
   app.add_flag("--deterministic", o.deterministic);
+  app.add_flag("--plan", o.plan);
   app.add_flag("--corrupt-one", o.corrupt_one)->group("");        // test hook, not in --help
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 takes them
   try {
@@ -283,6 +287,7 @@ PerfOptions parse_perf_args(std::span<const std::string> args) {
     if (!c || *c == Collective::barrier) bad("collective", what[0], "unknown collective");
     o.collectives = {*c};
   }
+  if (o.plan && !o.blocking) bad("--plan", "", "times blocking calls only: drop -z 0");
   if (o.min_bytes == 0) bad("-b", "0", "must be at least 1 byte");
   if (o.min_bytes > o.max_bytes)
     bad("-b", std::to_string(o.min_bytes), str_cat("larger than -e ", o.max_bytes));

@@ -46,9 +46,7 @@ namespace detail {
 class CommunicatorImpl;
 struct WorkState;
 struct PlanState;
-// The implementation behind a Communicator, for chorus's own tools
-// (src/api/communicator_impl.h); not part of the API.
-CommunicatorImpl& impl_of(const Communicator& comm);
+struct Access;  // chorus's own way in (src/api/communicator_impl.h)
 }  // namespace detail
 class SharedWindow;
 
@@ -291,6 +289,10 @@ class Communicator {
   // that thread has let go of the communicator: it may call chorus, and must
   // not block for long. What a framework's futures hang on.
   Work submit(const Call& call, std::function<void()> on_complete);
+  // Runs `call` to its end, on this thread: the blocking form of submit(),
+  // which every blocking named call is (submit(call).wait() hands the call
+  // to the progress thread in between).
+  void run(const Call& call);
   // Prepares `call` to be started many times (Plan, above).
   Plan prepare(const Call& call);
 
@@ -366,9 +368,7 @@ class Communicator {
   }
 
  private:
-  // A blocking call: submit and wait in one turn of the communicator.
-  void run(const Call& call);
-  friend detail::CommunicatorImpl& detail::impl_of(const Communicator& comm);
+  friend struct detail::Access;
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };
 

@@ -103,7 +103,7 @@ Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
-detail::CommunicatorImpl& detail::impl_of(const Communicator& comm) {
+detail::CommunicatorImpl& detail::Access::impl(const Communicator& comm) {
   if (!comm.impl_)
     fail(ErrorCode::invalid_argument,
          "this Communicator has been moved from (or destroyed); use the one it was moved to");

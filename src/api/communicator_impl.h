@@ -400,6 +400,14 @@ class CommunicatorImpl {
   std::unique_ptr<ProgressThread> progress_;
 };
 
+// The implementation behind a Communicator, for chorus's own layers and tools
+// (the developer library); not part of the API.
+struct Access {
+  static CommunicatorImpl& impl(const Communicator& comm);
+};
+inline CommunicatorImpl& impl_of(const Communicator& comm) {
+  return Access::impl(comm);
+}
 }  // namespace detail
 
 // Wraps a transport into a Communicator.

@@ -235,7 +235,7 @@ int timed_iterations(Communicator& comm, const PerfOptions& o, const RowPlan& p,
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
   const Call call = row_call(p, send, recv, opts);
-  for (int i = 0; i < kProbeCalls; ++i) comm.submit(call).wait();
+  for (int i = 0; i < kProbeCalls; ++i) comm.run(call);
   double per_call = Seconds(std::chrono::steady_clock::now() - t0).count() / kProbeCalls;
   comm.allreduce(&per_call, &per_call, 1, DataType::float64, ReduceOp::max, kHarness);
   return iterations_for(o.min_time, per_call, o.iters);
@@ -257,18 +257,25 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
   fill_input(cc, pl->input);
 
   const Call call = row_call(p, pl->send, pl->recv, opts);
-  for (int i = 0; i < o.warmup; ++i) comm.submit(call).wait();
+  for (int i = 0; i < o.warmup; ++i) comm.run(call);
   const int iters = timed_iterations(comm, o, p, pl->send, pl->recv, opts);
+  std::optional<Plan> plan;
+  if (o.plan) {
+    plan = comm.prepare(call);
+    for (int i = 0; i < o.warmup; ++i) plan->start().wait();
+  }
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  if (!o.blocking) {
+  if (plan) {
+    for (int i = 0; i < iters; ++i) plan->start().wait();
+  } else if (!o.blocking) {
     // Non-blocking launch: every call in flight before the first wait.
     std::vector<Work> works;
     works.reserve(static_cast<size_t>(iters));
     for (int i = 0; i < iters; ++i) works.push_back(comm.submit(call));
     for (Work& w : works) w.wait();
   } else {
-    for (int i = 0; i < iters; ++i) comm.submit(call).wait();
+    for (int i = 0; i < iters; ++i) comm.run(call);
   }
   double secs = Seconds(std::chrono::steady_clock::now() - t0).count() / iters;
   // The row's time is the slowest rank's.
@@ -286,7 +293,10 @@ PerfCell measure(Communicator& comm, const PerfOptions& o, const RowPlan& p, boo
         in_place && (form == InPlace::same || form == InPlace::recv_in_send);
     if (!output_is_input) poison(p.type, pl->recv, counts.output);
     fill_input(cc, pl->input);
-    comm.submit(call).wait();
+    if (plan)
+      plan->start().wait();
+    else
+      comm.run(call);
     if (o.corrupt_one && comm.rank() == n - 1 && counts.output > 0 &&
         uses_output(p.collective, comm.rank(), p.root)) {
       auto* first = static_cast<std::byte*>(pl->recv);

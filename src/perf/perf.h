@@ -60,6 +60,10 @@ struct PerfOptions {
   // positional "overlap": chorus-perf overlap (perf/overlap.h) instead of the
   // sweep; -b .. -e are its sizes (default 16 MiB), -n its rounds.
   bool overlap = false;
+  // --plan: each timed call of a row is a start() and wait() of a Plan
+  // prepared once for the cell (Communicator::prepare) instead of a named
+  // call; blocking rows only.
+  bool plan = false;
 };
 
 // alpha (s per message) and beta (B/s) measured on this communicator.

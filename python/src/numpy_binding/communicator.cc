@@ -77,7 +77,7 @@ py::object PyCommunicator::start(py::object self, const std::shared_ptr<Prepared
   collect_finished();
   auto op = std::make_shared<AsyncOp>();
   op->work = call->plan.start();
-  op->views = call->views;
+  op->plan = call;
   op->result = call->result;
   op->what = call->what;
   pending_.push_back(op);
@@ -240,6 +240,7 @@ void PyCommunicator::finish(AsyncOp& op) {
   }
   op.completed = true;
   op.views.clear();
+  op.plan.reset();
 }
 
 void PyCommunicator::collect_finished() {

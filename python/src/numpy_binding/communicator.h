@@ -27,6 +27,7 @@ namespace chorus::python {
 struct AsyncOp {
   Work work;
   std::vector<ViewPtr> views;
+  std::shared_ptr<const void> plan;  // a plan's run: the plan holds the views
   pybind11::object result;
   bool completed = false;
   std::exception_ptr error;

@@ -1,6 +1,6 @@
 // The calls of ProcessGroupChorus (process_group.h) that are one chorus
 // collective each: the tensors are checked and staged here, in the calling
-// thread, and the worker submits the collective's chorus::Call.
+// thread, and submitted there as the collective's chorus::Call.
 #include "torch_backend/process_group.h"
 
 #include <chorus/error.h>
@@ -23,10 +23,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
   const Staged s = stage(t, Use::read_write);
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::BROADCAST, call, {t}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(
-            c.submit(Call::broadcast(s.data(), s.data(), e.count, e.type, root, options)));
+      c10d::OpType::BROADCAST, call, {t},
+      [=](Calls& calls) {
+        calls.submit(Call::broadcast(s.data(), s.data(), e.count, e.type, root, options));
       },
       [s] { s.write_back(); });
 }
@@ -42,10 +41,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   const Staged s = stage(t, Use::read_write);
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::ALLREDUCE, call, {t}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(
-            c.submit(Call::allreduce(s.data(), s.data(), e.count, e.type, op, options)));
+      c10d::OpType::ALLREDUCE, call, {t},
+      [=](Calls& calls) {
+        calls.submit(Call::allreduce(s.data(), s.data(), e.count, e.type, op, options));
       },
       [s] { s.write_back(); });
 }
@@ -59,8 +57,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::sparse_allreduce(
   const CallOptions options = call_options(opts.timeout);
   const int n = size_;
   return enqueue(
-      c10d::OpType::ALLREDUCE, call, {t}, false,
-      [=](Communicator& c, std::vector<chorus::Work>&) {
+      c10d::OpType::ALLREDUCE, call, {t},
+      [=](Calls& calls) {
         // Every rank's indices and values, padded to the largest count of
         // non-zeros, gathered; the sum is the coalesced union, which every
         // rank computes alike from the same bytes.
@@ -69,7 +67,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::sparse_allreduce(
         const at::Tensor values = input._values().contiguous();
         const int64_t nnz = input._nnz();
         std::vector<int64_t> counts(static_cast<size_t>(n));
-        c.allgather(&nnz, counts.data(), 1, DataType::int64, options);
+        calls.comm().allgather(&nnz, counts.data(), 1, DataType::int64, options);
         const int64_t most = *std::max_element(counts.begin(), counts.end());
         std::vector<int64_t> value_shape = values.sizes().vec();
         value_shape[0] = most;
@@ -82,9 +80,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::sparse_allreduce(
         std::vector<int64_t> all_shape{n};
         all_shape.insert(all_shape.end(), value_shape.begin(), value_shape.end());
         at::Tensor all_values = at::empty(all_shape, values.options());
-        c.allgather(my_indices.data_ptr(), all_indices.data_ptr(), my_indices.nbytes(),
+        calls.comm().allgather(my_indices.data_ptr(), all_indices.data_ptr(), my_indices.nbytes(),
                     DataType::uint8, options);
-        c.allgather(my_values.data_ptr(), all_values.data_ptr(), my_values.nbytes(),
+        calls.comm().allgather(my_values.data_ptr(), all_values.data_ptr(), my_values.nbytes(),
                     DataType::uint8, options);
         std::vector<at::Tensor> index_parts;
         std::vector<at::Tensor> value_parts;
@@ -114,11 +112,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
   const ReduceOp op = chorus_op(opts.reduceOp, call);
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::ALLREDUCE_COALESCED, call, tensors, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+      c10d::OpType::ALLREDUCE_COALESCED, call, tensors,
+      [=](Calls& calls) {
         for (size_t i = 0; i < staged.size(); ++i)
-          calls.push_back(c.submit(Call::allreduce(staged[i].data(), staged[i].data(),
-                                                   counts[i].count, counts[i].type, op, options)));
+          calls.submit(Call::allreduce(staged[i].data(), staged[i].data(),
+                                                   counts[i].count, counts[i].type, op, options));
       },
       [staged] {
         for (const Staged& s : staged) s.write_back();
@@ -136,10 +134,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
   const Staged s = stage(t, Use::read_write);
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::REDUCE, call, {t}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(
-            c.submit(Call::reduce(s.data(), s.data(), e.count, e.type, op, root, options)));
+      c10d::OpType::REDUCE, call, {t},
+      [=](Calls& calls) {
+        calls.submit(Call::reduce(s.data(), s.data(), e.count, e.type, op, root, options));
       },
       [s] { s.write_back(); });
 }
@@ -161,10 +158,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
   if (!direct) joined = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::ALLGATHER, call, list, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(
-            c.submit(Call::allgather(src.data(), joined.data_ptr(), e.count, e.type, options)));
+      c10d::OpType::ALLGATHER, call, list,
+      [=](Calls& calls) {
+        calls.submit(Call::allgather(src.data(), joined.data_ptr(), e.count, e.type, options));
       },
       [=] {
         if (direct) return;
@@ -203,11 +199,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
   }
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::ALLGATHER_COALESCED, call, written, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+      c10d::OpType::ALLGATHER_COALESCED, call, written,
+      [=](Calls& calls) {
         for (size_t i = 0; i < sources.size(); ++i)
-          calls.push_back(c.submit(Call::allgather(sources[i].data(), joined[i].data_ptr(),
-                                                   counts[i].count, counts[i].type, options)));
+          calls.submit(Call::allgather(sources[i].data(), joined[i].data_ptr(),
+                                                   counts[i].count, counts[i].type, options));
       },
       [=] {
         for (size_t i = 0; i < joined.size(); ++i) {
@@ -231,10 +227,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
   const Staged src = stage(input, Use::read);
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::_ALLGATHER_BASE, call, {output}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(
-            c.submit(Call::allgather(src.data(), dst.data(), e.count, e.type, options)));
+      c10d::OpType::_ALLGATHER_BASE, call, {output},
+      [=](Calls& calls) {
+        calls.submit(Call::allgather(src.data(), dst.data(), e.count, e.type, options));
       },
       [dst] { dst.write_back(); });
 }
@@ -262,10 +257,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
   const Staged dst = stage(out, Use::write);
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::REDUCE_SCATTER, call, {out}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(c.submit(
-            Call::reduce_scatter(joined.data_ptr(), dst.data(), e.count, e.type, op, options)));
+      c10d::OpType::REDUCE_SCATTER, call, {out},
+      [=](Calls& calls) {
+        calls.submit(
+            Call::reduce_scatter(joined.data_ptr(), dst.data(), e.count, e.type, op, options));
       },
       [dst] { dst.write_back(); });
 }
@@ -281,10 +276,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
   const Staged src = stage(input, Use::read);
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::_REDUCE_SCATTER_BASE, call, {output}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(
-            c.submit(Call::reduce_scatter(src.data(), dst.data(), e.count, e.type, op, options)));
+      c10d::OpType::_REDUCE_SCATTER_BASE, call, {output},
+      [=](Calls& calls) {
+        calls.submit(Call::reduce_scatter(src.data(), dst.data(), e.count, e.type, op, options));
       },
       [dst] { dst.write_back(); });
 }
@@ -311,10 +305,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
     Elements e = elements(input, call, false);
     e.count /= static_cast<size_t>(size_);
     return enqueue(
-        c10d::OpType::ALLTOALL_BASE, call, {output}, false,
-        [=](Communicator& c, std::vector<chorus::Work>& calls) {
-          calls.push_back(
-              c.submit(Call::alltoall(src.data(), dst.data(), e.count, e.type, options)));
+        c10d::OpType::ALLTOALL_BASE, call, {output},
+        [=](Calls& calls) {
+          calls.submit(Call::alltoall(src.data(), dst.data(), e.count, e.type, options));
         },
         [dst] { dst.write_back(); });
   }
@@ -328,9 +321,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
   const std::string call = "barrier";
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::BARRIER, call, {}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(c.submit(Call::barrier(options)));
+      c10d::OpType::BARRIER, call, {},
+      [=](Calls& calls) {
+        calls.submit(Call::barrier(options));
       },
       [] {});
 }
@@ -345,11 +338,11 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
   const int n = size_;
   const int me = rank_;
   c10::intrusive_ptr<c10d::Work> work = enqueue(
-      c10d::OpType::BARRIER, call, {}, false,
-      [=](Communicator& c, std::vector<chorus::Work>&) {
+      c10d::OpType::BARRIER, call, {},
+      [=](Calls& calls) {
         if (me != 0) {
-          c.send(nullptr, 0, DataType::uint8, 0, options);
-          c.recv(nullptr, 0, DataType::uint8, 0, options);
+          calls.comm().send(nullptr, 0, DataType::uint8, 0, options);
+          calls.comm().recv(nullptr, 0, DataType::uint8, 0, options);
           return;
         }
         // Unset: torch's default group timeout (default_pg_timeout).
@@ -359,7 +352,7 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
                 : std::chrono::milliseconds(std::chrono::minutes(30));
         std::vector<chorus::Work> reports;
         for (int r = 1; r < n; ++r)
-          reports.push_back(c.recv_async(nullptr, 0, DataType::uint8, r, options));
+          reports.push_back(calls.comm().recv_async(nullptr, 0, DataType::uint8, r, options));
         const auto deadline = std::chrono::steady_clock::now() + timeout;
         std::vector<int> missing;
         for (;;) {
@@ -377,11 +370,11 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
                                    " failed to pass monitoredBarrier in " +
                                    std::to_string(timeout.count()) + " ms";
           // The peers that did report, and the late ones, raise too.
-          c.abort(what);
+          calls.comm().abort(what);
           throw chorus::Error(chorus::ErrorCode::timeout, "chorus backend: " + call + ": " + what);
         }
         for (auto& report : reports) report.wait();
-        for (int r = 1; r < n; ++r) c.send(nullptr, 0, DataType::uint8, r, options);
+        for (int r = 1; r < n; ++r) calls.comm().send(nullptr, 0, DataType::uint8, r, options);
       },
       [] {});
   work->wait(kNoTimeout);

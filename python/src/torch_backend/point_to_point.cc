@@ -11,13 +11,11 @@ namespace chorus::torch_backend {
 namespace {
 
 // One message of `bytes` raw bytes to or from `peer`.
-chorus::Work send_bytes(Communicator& c, const std::byte* data, size_t bytes, int peer,
-                        const CallOptions& options) {
-  return c.submit(Call::send_to(data, bytes, DataType::uint8, peer, options));
+Call send_bytes(const std::byte* data, size_t bytes, int peer, const CallOptions& options) {
+  return Call::send_to(data, bytes, DataType::uint8, peer, options);
 }
-chorus::Work recv_bytes(Communicator& c, std::byte* data, size_t bytes, int peer,
-                        const CallOptions& options) {
-  return c.submit(Call::recv_from(data, bytes, DataType::uint8, peer, options));
+Call recv_bytes(std::byte* data, size_t bytes, int peer, const CallOptions& options) {
+  return Call::recv_from(data, bytes, DataType::uint8, peer, options);
 }
 
 }  // namespace
@@ -49,16 +47,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
   const int me = rank_;
   const int n = size_;
   return enqueue(
-      c10d::OpType::ALLTOALL, call, outputs, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+      c10d::OpType::ALLTOALL, call, outputs,
+      [=](Calls& calls) {
         for (int j = 0; j < n; ++j) {
           const auto u = static_cast<size_t>(j);
           if (j == me) {
             std::memmove(dst[u].data(), src[u].data(), src[u].buffer.nbytes());
             continue;
           }
-          calls.push_back(send_bytes(c, src[u].data(), src[u].buffer.nbytes(), j, options));
-          calls.push_back(recv_bytes(c, dst[u].data(), dst[u].buffer.nbytes(), j, options));
+          calls.submit(send_bytes(src[u].data(), src[u].buffer.nbytes(), j, options));
+          calls.submit(recv_bytes(dst[u].data(), dst[u].buffer.nbytes(), j, options));
         }
       },
       [dst] {
@@ -91,10 +89,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
   const int me = rank_;
   const int n = size_;
   return enqueue(
-      c10d::OpType::GATHER, call, list, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+      c10d::OpType::GATHER, call, list,
+      [=](Calls& calls) {
         if (me != root) {
-          calls.push_back(send_bytes(c, src.data(), bytes, root, options));
+          calls.submit(send_bytes(src.data(), bytes, root, options));
           return;
         }
         for (int j = 0; j < n; ++j) {
@@ -102,7 +100,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
           if (j == me)
             std::memmove(dst[u].data(), src.data(), bytes);
           else
-            calls.push_back(recv_bytes(c, dst[u].data(), bytes, j, options));
+            calls.submit(recv_bytes(dst[u].data(), bytes, j, options));
         }
       },
       [dst] {
@@ -133,10 +131,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
   const int me = rank_;
   const int n = size_;
   return enqueue(
-      c10d::OpType::SCATTER, call, {out}, false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+      c10d::OpType::SCATTER, call, {out},
+      [=](Calls& calls) {
         if (me != root) {
-          calls.push_back(recv_bytes(c, dst.data(), bytes, root, options));
+          calls.submit(recv_bytes(dst.data(), bytes, root, options));
           return;
         }
         for (int j = 0; j < n; ++j) {
@@ -144,7 +142,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
           if (j == me)
             std::memmove(dst.data(), src[u].data(), bytes);
           else
-            calls.push_back(send_bytes(c, src[u].data(), bytes, j, options));
+            calls.submit(send_bytes(src[u].data(), bytes, j, options));
         }
       },
       [dst] { dst.write_back(); });
@@ -159,9 +157,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>&
   const Elements e = elements(t, call, false);
   const Staged s = stage(t, Use::read);
   return enqueue(
-      c10d::OpType::SEND, call, {t}, true,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(c.submit(Call::send_to(s.data(), e.count, e.type, dst_rank, options)));
+      c10d::OpType::SEND, call, {t},
+      [=](Calls& calls) {
+        calls.submit(Call::send_to(s.data(), e.count, e.type, dst_rank, options));
       },
       [] {});
 }
@@ -175,9 +173,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
   const Elements e = elements(t, call, false);
   const Staged s = stage(t, Use::write);
   return enqueue(
-      c10d::OpType::RECV, call, {t}, true,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
-        calls.push_back(c.submit(Call::recv_from(s.data(), e.count, e.type, src_rank, options)));
+      c10d::OpType::RECV, call, {t},
+      [=](Calls& calls) {
+        calls.submit(Call::recv_from(s.data(), e.count, e.type, src_rank, options));
       },
       [s] { s.write_back(); });
 }
@@ -191,12 +189,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at:
   const Elements e = elements(t, call, false);
   const Staged s = stage(t, Use::write);
   auto source = std::make_shared<std::atomic<int>>(-1);
-  // The worker waits in Communicator::recv_any until a message arrives (the
-  // group's other calls queue behind it).
-  c10::intrusive_ptr<c10d::Work> work = enqueue(
-      c10d::OpType::RECVANYSOURCE, call, {t}, true,
-      [=](Communicator& c, std::vector<chorus::Work>&) {
-        source->store(c.recv_any(s.data(), e.count, e.type, options));
+  // chorus's recv_any blocks until a message arrives: on a thread of its own,
+  // so that the caller goes on (the communicator's other calls wait behind it).
+  c10::intrusive_ptr<c10d::Work> work = enqueue_blocking(
+      c10d::OpType::RECVANYSOURCE, call, {t},
+      [=](Calls& calls) {
+        source->store(calls.comm().recv_any(s.data(), e.count, e.type, options));
       },
       [s] { s.write_back(); });
   static_cast<ChorusWork&>(*work).set_source(source);
@@ -251,16 +249,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::exchange(
                           std::to_string(mine_out.bytes) + " bytes into a block of " +
                           std::to_string(mine_in.bytes));
   return enqueue(
-      type, call, std::move(outputs), false,
-      [=](Communicator& c, std::vector<chorus::Work>& calls) {
+      type, call, std::move(outputs),
+      [=](Calls& calls) {
         for (int j = 0; j < n; ++j) {
           const auto u = static_cast<size_t>(j);
           if (j == me) {
             std::memmove(dst.data() + mine_in.offset, src.data() + mine_out.offset, mine_in.bytes);
             continue;
           }
-          calls.push_back(send_bytes(c, src.data() + send[u].offset, send[u].bytes, j, options));
-          calls.push_back(recv_bytes(c, dst.data() + recv[u].offset, recv[u].bytes, j, options));
+          calls.submit(send_bytes(src.data() + send[u].offset, send[u].bytes, j, options));
+          calls.submit(recv_bytes(dst.data() + recv[u].offset, recv[u].bytes, j, options));
         }
       },
       [dst] { dst.write_back(); });

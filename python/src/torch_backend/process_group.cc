@@ -1,5 +1,5 @@
-// ProcessGroupChorus (process_group.h): the group, its worker thread, its
-// argument checks and chorus.torch.empty's windows.
+// ProcessGroupChorus (process_group.h): the group, how a call is submitted
+// and completed, its argument checks and chorus.torch.empty's windows.
 #include "torch_backend/process_group.h"
 
 #include "api/derive.h"
@@ -23,22 +23,20 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
                                        int size, std::chrono::milliseconds timeout)
     : ProcessGroup(rank, size), comm_(connect(store, rank, size, timeout)) {
   init();
-  worker_ = std::thread([this] { run(); });
 }
 
 ProcessGroupChorus::ProcessGroupChorus(Communicator comm)
     : ProcessGroup(comm.rank(), comm.size()), comm_(std::move(comm)) {
   init();
-  worker_ = std::thread([this] { run(); });
 }
 
 c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::new_group(
     const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
   auto made = std::make_shared<std::optional<Communicator>>();
   c10::intrusive_ptr<c10d::Work> work = enqueue(
-      c10d::OpType::UNKNOWN, "new_group", {}, false,
-      [made, ranks, timeout](Communicator& c, std::vector<chorus::Work>&) {
-        *made = chorus::detail::derive(c, ranks, timeout);
+      c10d::OpType::UNKNOWN, "new_group", {},
+      [made, ranks, timeout](Calls& calls) {
+        *made = chorus::detail::derive(calls.comm(), ranks, timeout);
       },
       [] {});
   work->wait(kNoTimeout);
@@ -49,8 +47,8 @@ c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::shrink(
     std::chrono::milliseconds timeout) {
   auto made = std::make_shared<std::optional<Communicator>>();
   c10::intrusive_ptr<c10d::Work> work = enqueue(
-      c10d::OpType::UNKNOWN, "shrink", {}, false,
-      [made, timeout](Communicator& c, std::vector<chorus::Work>&) { *made = c.shrink(timeout); },
+      c10d::OpType::UNKNOWN, "shrink", {},
+      [made, timeout](Calls& calls) { *made = calls.comm().shrink(timeout); },
       [] {});
   work->wait(kNoTimeout);
   return c10::make_intrusive<ProcessGroupChorus>(std::move(**made));
@@ -58,7 +56,7 @@ c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::shrink(
 
 ProcessGroupChorus::~ProcessGroupChorus() {
   // Torch may drop the last reference while holding the GIL; a future's
-  // callback on the worker may want it.
+  // callback on chorus's progress thread may want it.
   if (PyGILState_Check() != 0) {
     py::gil_scoped_release nogil;
     shut_down();
@@ -78,8 +76,8 @@ at::Tensor ProcessGroupChorus::empty(const std::vector<int64_t>& sizes, at::Scal
   }
   auto window = std::make_shared<Window>();
   c10::intrusive_ptr<c10d::Work> work = enqueue(
-      c10d::OpType::UNKNOWN, call, {}, false,
-      [window, bytes](Communicator& c, std::vector<chorus::Work>&) { *window = c.window(bytes); },
+      c10d::OpType::UNKNOWN, call, {},
+      [window, bytes](Calls& calls) { *window = calls.comm().window(bytes); },
       [] {});
   work->wait(kNoTimeout);
   const Window w = *window;
@@ -109,104 +107,108 @@ CallOptions ProcessGroupChorus::tagged(int tag, const std::string& call) {
   return o;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(c10d::OpType type,
-                                                           const std::string& call,
-                                                           std::vector<at::Tensor> outputs,
-                                                           bool user_p2p, Start start,
-                                                           std::function<void()> finish) {
-  auto op = std::make_unique<Op>();
-  op->work = c10::make_intrusive<ChorusWork>(rank_, type, call, std::move(outputs));
-  op->user_p2p = user_p2p;
-  op->start = std::move(start);
-  op->finish = std::move(finish);
-  c10::intrusive_ptr<c10d::Work> work = op->work;
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) unsupported(call, "the process group is being destroyed");
-    queue_.push_back(std::move(op));
-    ++unfinished_;
+void ProcessGroupChorus::Calls::submit(const Call& call) {
+  op_->remaining.fetch_add(1);
+  std::shared_ptr<Op> op = op_;
+  chorus::Work w;
+  try {
+    w = comm_.submit(call, [op] { op->one_done(); });
+  } catch (...) {
+    op_->remaining.fetch_sub(1);  // never submitted: no callback will come
+    throw;
   }
-  cv_.notify_one();
-  return work;
+  std::lock_guard lock(op_->mu);
+  op_->calls.push_back(std::move(w));
 }
 
-void ProcessGroupChorus::complete(Op& op, std::exception_ptr error) {
+void ProcessGroupChorus::Op::one_done() {
+  if (remaining.fetch_sub(1) != 1) return;
+  // Every chorus call of it has completed: their outcomes are final, and
+  // wait() on each returns or raises at once.
+  std::exception_ptr error = start_error;
   if (!error) {
     try {
-      for (chorus::Work& w : op.calls) w.wait();
-      op.finish();
+      std::vector<chorus::Work> ended;
+      {
+        std::lock_guard lock(mu);
+        ended = calls;
+      }
+      for (chorus::Work& w : ended) w.wait();
+      at::AutoGradMode no_grad(false);  // the copies back are not part of any graph
+      finish();
     } catch (...) {
       error = std::current_exception();
     }
   }
-  {
-    std::lock_guard lock(mu_);
-    --unfinished_;
-  }
-  op.work->complete(error);
+  unfinished->fetch_sub(1);
+  work->complete(error);
 }
 
-void ProcessGroupChorus::run() {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  at::AutoGradMode no_grad(false);  // the copies back are not part of any graph
-  std::deque<std::unique_ptr<Op>> active;
-  while (true) {
-    std::deque<std::unique_ptr<Op>> incoming;
-    {
-      std::unique_lock lock(mu_);
-      if (active.empty()) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_ && queue_.empty() && active.empty()) return;
-      incoming.swap(queue_);
-    }
-    for (auto& op : incoming) {
-      try {
-        op->start(comm_, op->calls);
-        active.push_back(std::move(op));
-      } catch (...) {
-        complete(*op, std::current_exception());
-      }
-    }
-    if (active.empty()) continue;
-    const bool poll =
-        std::any_of(active.begin(), active.end(), [](const auto& op) { return op->user_p2p; });
-    if (!poll) {
-      std::unique_ptr<Op> op = std::move(active.front());
-      active.pop_front();
-      complete(*op, nullptr);  // blocks in chorus's wait
-      continue;
-    }
-    bool progressed = false;
-    for (auto it = active.begin(); it != active.end();) {
-      bool ended = true;
-      for (chorus::Work& w : (*it)->calls) ended = ended && w.done();
-      if (!ended) {
-        ++it;
-        continue;
-      }
-      complete(**it, nullptr);
-      it = active.erase(it);
-      progressed = true;
-    }
-    if (!progressed) std::this_thread::yield();
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(c10d::OpType type,
+                                                           const std::string& call,
+                                                           std::vector<at::Tensor> outputs,
+                                                           Start start,
+                                                           std::function<void()> finish) {
+  if (stopping_.load()) unsupported(call, "the process group is being destroyed");
+  auto op = std::make_shared<Op>();
+  op->work = c10::make_intrusive<ChorusWork>(rank_, type, call, std::move(outputs));
+  op->finish = std::move(finish);
+  op->unfinished = unfinished_;
+  unfinished_->fetch_add(1);
+  c10::intrusive_ptr<c10d::Work> work = op->work;
+  try {
+    Calls calls(comm_, op);
+    start(calls);
+  } catch (...) {
+    op->start_error = std::current_exception();
   }
+  {
+    std::lock_guard lock(op->mu);
+    static_cast<ChorusWork&>(*work).set_calls(op->calls);
+  }
+  op->one_done();  // the start's own count
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue_blocking(
+    c10d::OpType type, const std::string& call, std::vector<at::Tensor> outputs, Start start,
+    std::function<void()> finish) {
+  if (stopping_.load()) unsupported(call, "the process group is being destroyed");
+  auto op = std::make_shared<Op>();
+  op->work = c10::make_intrusive<ChorusWork>(rank_, type, call, std::move(outputs));
+  op->finish = std::move(finish);
+  op->unfinished = unfinished_;
+  unfinished_->fetch_add(1);
+  c10::intrusive_ptr<c10d::Work> work = op->work;
+  std::lock_guard lock(threads_mu_);
+  threads_.emplace_back([this, op, start = std::move(start)] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    try {
+      Calls calls(comm_, op);
+      start(calls);
+    } catch (...) {
+      op->start_error = std::current_exception();
+    }
+    op->one_done();
+  });
+  return work;
 }
 
 void ProcessGroupChorus::shut_down() {
-  int unfinished = 0;
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-    unfinished = unfinished_;
-  }
-  // Calls nobody waited for would keep the worker until their timeout: the
-  // peers learn why instead.
-  if (unfinished > 0)
+  stopping_ = true;
+  // Calls nobody waited for would keep their threads and peers until their
+  // timeout: the peers learn why instead.
+  if (const int unfinished = unfinished_->load(); unfinished > 0)
     comm_.abort(str_cat("the process group of rank ", rank_, " was destroyed with ", unfinished,
                         " call(s) unfinished"));
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(threads_mu_);
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace chorus::torch_backend

@@ -7,20 +7,20 @@
 //
 // The group meets its peers through the c10d Store that torch hands it
 // (start_up.h) and keeps one chorus Communicator. Every call checks its
-// tensors in the calling thread (tensors.h), then is queued to one worker
-// thread, which alone uses the communicator (one thread at a time, in call
-// order, as chorus requires) and completes the call's ChorusWork (work.h)
-// and its future when the call ends. Each call is built as chorus::Calls,
-// submitted through Communicator::submit. Collectives the C++ API lacks
-// (gather, scatter, uneven all_to_all) are composed of point-to-point calls.
-//
-// The worker blocks in chorus's wait while only collectives are in flight:
-// those complete without any later call of this rank. A user's send or recv
-// may wait for a call this rank has not queued yet (isend, then recv), so
-// while one is in flight the worker polls and keeps taking new calls.
+// tensors and submits its chorus::Calls (Communicator::submit) in the calling
+// thread: chorus serialises the threads that call into one communicator, in
+// the order they enter. Each chorus call carries an on_complete callback that
+// counts it down; the last one to complete, on whichever thread completes it
+// (chorus's progress thread, most often, or a thread inside wait()), copies
+// the results back into the caller's tensors and completes the call's
+// ChorusWork (work.h) and its future. There is no thread of the backend's own:
+// chorus's engine advances every outstanding call. Collectives the C++ API
+// lacks (gather, scatter, uneven all_to_all) are composed of point-to-point
+// calls. A receive from any rank, which chorus has in a blocking form only,
+// waits on a thread of its own.
 //
 // The methods are defined in three files: process_group.cc (the group, its
-// worker and windows), collectives.cc (the calls that are one chorus
+// submission and windows), collectives.cc (the calls that are one chorus
 // collective) and point_to_point.cc (the calls made of messages).
 #pragma once
 
@@ -32,9 +32,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -52,7 +51,7 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
                      std::chrono::milliseconds timeout);
   // A group over a communicator made already (new_group).
   explicit ProcessGroupChorus(Communicator comm);
-  // Ends the worker; calls still unfinished are aborted first (the peers
+  // Calls still unfinished are aborted first (the peers
   // learn why).
   ~ProcessGroupChorus() override;
 
@@ -145,21 +144,38 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
-  // What a queued call submits to chorus (on the worker): it appends the
-  // Work of every chorus call it starts.
-  using Start = std::function<void(Communicator&, std::vector<chorus::Work>&)>;
+  struct Op;
+  // What a call's start submits through: every chorus call it makes is
+  // counted, and the call's Work completes once all of them have.
+  class Calls {
+   public:
+    Calls(Communicator& comm, std::shared_ptr<Op> op) : comm_(comm), op_(std::move(op)) {}
+    void submit(const Call& call);
+    // For the calls that block in chorus (window, derive, shrink, the sparse
+    // AllReduce's gathers, the monitored barrier).
+    Communicator& comm() { return comm_; }
 
-  // One queued call: what it submits (start) and what it does once every
-  // chorus call of it has succeeded (finish: copies back into the caller's
-  // tensors). The tensors they capture stay alive until then.
+   private:
+    Communicator& comm_;
+    std::shared_ptr<Op> op_;
+  };
+  // What a call submits to chorus (in the calling thread).
+  using Start = std::function<void(Calls&)>;
+
+  // One call in flight: what it does once every chorus call of it has
+  // succeeded (finish: copies back into the caller's tensors), and how many
+  // of them are still outstanding (1 more while its start runs).
   struct Op {
     c10::intrusive_ptr<ChorusWork> work;
-    bool user_p2p = false;  // a user's send or recv: see the file comment
-    Start start;
     std::function<void()> finish;
-    std::vector<chorus::Work> calls;
+    std::shared_ptr<std::atomic<int>> unfinished;  // the group's count
+    std::atomic<int> remaining{1};
+    std::mutex mu;
+    std::vector<chorus::Work> calls;  // under mu
+    std::exception_ptr start_error;   // what the start threw
+    // One chorus call (or the start) ended; the last one completes the call.
+    void one_done();
   };
-
   // A run of elements of a tensor, in bytes (for uneven all_to_all).
   struct Block {
     size_t offset = 0;
@@ -185,23 +201,24 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
                                           const std::vector<Block>& recv,
                                           const CallOptions& options);
 
-  // Queues a call for the worker and returns its Work.
+  // Runs `start` in this thread and returns the call's Work, which
+  // completes when every chorus call `start` submitted has.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const std::string& call,
-                                         std::vector<at::Tensor> outputs, bool user_p2p,
-                                         Start start, std::function<void()> finish);
-  // Ends an op whose chorus calls have all ended (or that failed to start).
-  void complete(Op& op, std::exception_ptr error);
-  // The worker thread.
-  void run();
+                                         std::vector<at::Tensor> outputs, Start start,
+                                         std::function<void()> finish);
+  // Runs `start` on a thread of its own (a receive from any rank), the Work
+  // completing when it returns.
+  c10::intrusive_ptr<c10d::Work> enqueue_blocking(c10d::OpType type, const std::string& call,
+                                                  std::vector<at::Tensor> outputs, Start start,
+                                                  std::function<void()> finish);
   void shut_down();
 
   Communicator comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Op>> queue_;
-  int unfinished_ = 0;  // queued or in flight, under mu_
-  bool stopping_ = false;
-  std::thread worker_;
+  // Calls submitted and not yet completed (shared with their Ops).
+  std::shared_ptr<std::atomic<int>> unfinished_ = std::make_shared<std::atomic<int>>(0);
+  std::atomic<bool> stopping_{false};
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;  // enqueue_blocking's, joined at shut_down
 };
 
 }  // namespace chorus::torch_backend

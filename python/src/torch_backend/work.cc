@@ -38,10 +38,26 @@ std::vector<at::Tensor> ChorusWork::result() {
 }
 
 bool ChorusWork::wait(std::chrono::milliseconds timeout) {
+  // Advances the chorus calls on this thread (as a blocking call would),
+  // rather than waking up when another thread has: the completion's callback
+  // then runs here too. Their errors are the call's, reported below.
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  for (chorus::Work& w : calls_) {
+    try {
+      if (timeout == kNoTimeout) {
+        w.wait();
+      } else {
+        const auto left = give_up - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero() || !w.wait_for(left)) break;
+      }
+    } catch (const std::exception&) {
+      // The call's error: complete() carries it.
+    }
+  }
   std::unique_lock lock(mutex_);
   if (timeout == kNoTimeout) {
     cv_.wait(lock, [&] { return completed_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+  } else if (!cv_.wait_until(lock, give_up, [&] { return completed_; })) {
     fail(ErrorCode::timeout, "rank ", rank_, ": ", what_, " did not complete within ",
          timeout.count(), " ms (Work.wait)");
   }

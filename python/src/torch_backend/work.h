@@ -1,8 +1,11 @@
 // ChorusWork: the c10d::Work that every call of the torch backend returns.
-// The process group's worker completes it once the call's chorus calls have
-// ended; its future's value is the call's output tensors (DDP's reducer and
-// comm hooks wait on the future).
+// The last of the call's chorus calls to complete completes it (on the thread
+// that completed that call: chorus's progress thread, or one inside wait());
+// its future's value is the call's output tensors (DDP's reducer and comm
+// hooks wait on the future).
 #pragma once
+
+#include <chorus/communicator.h>
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -25,20 +28,25 @@ class ChorusWork final : public c10d::Work {
   std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override;
 
-  // Waits for the call; rethrows its error. A `timeout` (0: none) that passes
-  // first raises chorus's timeout error; the call itself goes on.
+  // Waits for the call, advancing its chorus calls on this thread; rethrows
+  // its error. A `timeout` (0: none) that passes first raises chorus's
+  // timeout error; the call itself goes on.
   bool wait(std::chrono::milliseconds timeout) override;
+  // The chorus calls it is made of (set once, by the group, after submitting
+  // them), which wait() advances.
+  void set_calls(std::vector<chorus::Work> calls) { calls_ = std::move(calls); }
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // A receive from any rank (recvAnysource): the sender, once the call has
   // ended (torch's dist.recv returns it); -1 before, and for other calls.
   int sourceRank() const override { return source_ ? source_->load() : -1; }
-  // Where the worker writes the sender; set before the Work is handed out.
+  // Where the receiving thread writes the sender; set before the Work is
+  // handed out.
   void set_source(std::shared_ptr<std::atomic<int>> source) { source_ = std::move(source); }
 
-  // The worker's: the future first, so that a wait() that returns finds it
-  // completed too. `error` null: the call succeeded.
+  // The group's, once: the future first, so that a wait() that returns finds
+  // it completed too. `error` null: the call succeeded.
   void complete(std::exception_ptr error);
 
  private:
@@ -46,6 +54,7 @@ class ChorusWork final : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<std::atomic<int>> source_;
+  std::vector<chorus::Work> calls_;
 };
 
 }  // namespace chorus::torch_backend
