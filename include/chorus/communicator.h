@@ -46,7 +46,7 @@ namespace detail {
 class CommunicatorImpl;
 struct WorkState;
 struct PlanState;
-struct Access;  // chorus's own way in (src/api/communicator_impl.h)
+struct Access;  // chorus's own way in (src/engine/communicator_impl.h)
 }  // namespace detail
 class SharedWindow;
 

@@ -65,7 +65,7 @@ double simulate_deterministic_scatter(const CollectiveSpec& call, DataType type,
                                       const Topology& topology, SimOptions options) {
   CHORUS_CHECK(call.collective == Collective::allreduce);
   const auto n = static_cast<size_t>(call.nranks);
-  // Each rank's block, in whole blocks of 64 (api/deterministic.cc).
+  // Each rank's block, in whole blocks of 64 (engine/deterministic.cc).
   const size_t k = exact::block_count((call.count + n - 1) / n) * exact::kBlock;
   CollectiveSpec exchange = call;
   exchange.collective = Collective::alltoall;

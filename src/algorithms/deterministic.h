@@ -1,5 +1,5 @@
 // A deterministic reduction (CallOptions::deterministic; core/exact_sum.h,
-// api/deterministic.cc) as the simulator and the tuner's model see it: the
+// engine/deterministic.cc) as the simulator and the tuner's model see it: the
 // calls it makes, and their simulated time.
 //
 //   whole road   scales:   AllReduce(max) of block_count + 1 int32

@@ -1,10 +1,10 @@
 // The public handles: Communicator, Work, Window and Call (include/chorus/
 // communicator.h). Each named call fills a Call and submits it; only
 // chorus::Error leaves them.
-#include "api/communicator_impl.h"
-#include "api/derive.h"
-#include "api/grow.h"
-#include "api/shrink.h"
+#include "engine/communicator_impl.h"
+#include "groups/derive.h"
+#include "recovery/grow.h"
+#include "recovery/shrink.h"
 
 #include "core/check.h"
 

@@ -1,8 +1,8 @@
 // init() and init_from_env(): the public start-up of a multi-process job.
 // The options are checked here; bootstrap/ opens the store and connects the
 // transport, and the Communicator is built over what it hands back.
-#include "api/communicator_impl.h"
-#include "api/grow.h"
+#include "engine/communicator_impl.h"
+#include "recovery/grow.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store_url.h"
 #include "core/check.h"

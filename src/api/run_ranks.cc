@@ -1,4 +1,4 @@
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/first_seen.h"
 #include "transport/inproc/inproc_transport.h"

@@ -43,7 +43,7 @@ struct CallStamp {
   uint8_t type = 0;       // DataType
   uint8_t op = 0;         // ReduceOp (collectives that reduce; else 0)
   // 0 for a call of its own; for a part of a deterministic reduction
-  // (api/deterministic.cc), part_of(collective, k): its collective and the
+  // (engine/deterministic.cc), part_of(collective, k): its collective and the
   // part's number, so that no part meets a user's call of the same shape.
   uint32_t part = 0;
 

@@ -52,7 +52,7 @@
 //                      and boot id): ranks with equal identities use shm
 //                      between them; lets one machine stand in for several
 //   CHORUS_FLIGHT_RECORDER  a directory: every failure writes the rank's last
-//                      calls there as JSON (api/flight_recorder.h)
+//                      calls there as JSON (engine/flight_recorder.h)
 //   CHORUS_TRACE       a directory: every communicator writes a Chrome trace
 //                      of its ops there when it is destroyed (exec/trace.h)
 //   CHORUS_BIND        core | none: chorus-run and chorus-perf bind local
@@ -128,14 +128,14 @@ struct Config {
   std::string trace_dir;            // CHORUS_TRACE; "" = no timeline
   std::string store_secret;         // CHORUS_STORE_SECRET; "" = an open tcp:// store
   // Not a variable: set for a communicator derived from another (split,
-  // api/derive.cc), whose siblings are made on the same host at the same
+  // groups/derive.cc), whose siblings are made on the same host at the same
   // moment. Its tuner then takes a provisional calibration entry as it is
   // instead of calibrating again whenever the host looks quiet: calibrating
   // beside its siblings would only meet their load and store a provisional
   // entry again, at every split.
   bool derived = false;
   // Not variables either: the store of the job, where init() was given one
-  // (Communicator::grow meets its joiners there, api/grow.h), and the
+  // (Communicator::grow meets its joiners there, recovery/grow.h), and the
   // communicator's generation: the grows made since init() on its line (a
   // joiner's: the grow it joined). Split and shrink keep both.
   std::string job_store;

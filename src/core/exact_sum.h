@@ -1,6 +1,6 @@
 // Exact sums of floating-point numbers through integers: the arithmetic of
 // deterministic reductions (CallOptions::deterministic; the collectives that
-// use it are api/deterministic.h's, the method and its bound are in
+// use it are engine/deterministic.cc's, the method and its bound are in
 // docs/ALGORITHMS.md, "Deterministic reductions").
 //
 // Each element becomes an integer on a fixed point (its "fixed form"): the

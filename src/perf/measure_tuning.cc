@@ -1,6 +1,6 @@
 #include "perf/measure_tuning.h"
 
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "tune/calibration.h"

@@ -2,7 +2,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/deterministic.h"
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "model/cost_model.h"

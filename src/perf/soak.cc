@@ -1,7 +1,7 @@
 #include "perf/soak.h"
 
 #include "algorithms/algorithm.h"
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "perf/perf_check.h"
 

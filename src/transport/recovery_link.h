@@ -1,5 +1,5 @@
 // RecoveryLink: where a rank of a communicator can be reached when the
-// communicator's own links are gone. Communicator::shrink (api/shrink.cc)
+// communicator's own links are gone. Communicator::shrink (recovery/shrink.cc)
 // agrees on the survivors over these links, so they must outlive any failure
 // of the transport: each rank listens on a socket of its own for as long as
 // its communicator lives, and knows where every peer listens.
@@ -59,7 +59,7 @@ class RecoveryLink {
   const Endpoint& place() const { return place_; }
   RecoveryDirectory& directory() const { return *directory_; }
   // The address it listens at: where a set-up point that this rank opens
-  // for the survivors (api/shrink.cc) can listen too.
+  // for the survivors (recovery/shrink.cc) can listen too.
   const std::string& address() const { return address_; }
   // Shrink attempts made over this link, so that a retry never reads an
   // earlier attempt's messages.

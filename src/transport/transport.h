@@ -122,7 +122,7 @@ class Transport {
   virtual bool shares_cores() const { return false; }
   // The address this rank's peers reach it at over tcp (what it published);
   // "" where it has no tcp link. A communicator derived from this one
-  // (api/derive.cc) meets its first rank there.
+  // (groups/derive.cc) meets its first rank there.
   virtual std::string address() const { return {}; }
   // Throws peer_failure (or the peer's abort) when `peer` can no longer take
   // part: it exited, closed its transport or aborted. A one-sided wait, which

@@ -16,7 +16,7 @@
 // candidates.
 //
 // Picks are not cached here: the communicator keeps one cache of its calls'
-// algorithms and Programs (api/communicator_impl.h).
+// algorithms and Programs (engine/communicator_impl.h).
 #pragma once
 
 #include "algorithms/algorithm.h"

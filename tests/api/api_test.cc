@@ -1,5 +1,5 @@
 // The public API: argument checks, asynchronous work, failure propagation.
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "transport/inproc/inproc_transport.h"
 
 #include <chorus/chorus.h>

@@ -1,7 +1,7 @@
 // The progress engine (src/engine/progress.h): outstanding work advances
 // while its caller computes, Works cross threads, done() never waits, plans
 // run many times, and failures reach work the progress thread is driving.
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "engine/progress.h"
 
 #include <chorus/chorus.h>

@@ -1,7 +1,7 @@
 // The executor on hand-written Programs over in-process transports.
 #include "exec/executor.h"
 #include "algorithms/algorithm.h"
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "transport/inproc/inproc_transport.h"
 
 #include <gtest/gtest.h>

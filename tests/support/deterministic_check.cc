@@ -1,7 +1,7 @@
 #include "support/deterministic_check.h"
 
 #include "algorithms/algorithm.h"
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/exact_sum.h"
 

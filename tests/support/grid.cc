@@ -1,7 +1,7 @@
 #include "support/grid.h"
 #include "support/progress.h"
 #include "algorithms/algorithm.h"
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 
 #include "core/check.h"
 #include "core/exact_sum.h"

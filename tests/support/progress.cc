@@ -1,7 +1,7 @@
 // Both progress modes in the grids (progress.h).
 #include "support/progress.h"
 
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 
 #include <chrono>
 #include <thread>

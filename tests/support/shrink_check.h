@@ -1,5 +1,5 @@
 // Checks of Communicator::revoke and shrink that run the same over inproc
-// (tests/api/shrink_test.cc: ranks are threads, and a rank "dies" by
+// (tests/recovery/shrink_test.cc: ranks are threads, and a rank "dies" by
 // returning, which closes its communicator) and over shm and tcp
 // (tests/multiprocess/mp_check.cc: a rank dies by SIGKILL). Each returns
 // this rank's problems, empty when the check holds here.

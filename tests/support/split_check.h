@@ -1,5 +1,5 @@
 // The split checks (Communicator::split, split_by_host), shared by the
-// in-process test (tests/api/split_test.cc) and the multi-process one
+// in-process test (tests/groups/split_test.cc) and the multi-process one
 // (mp_check split, over shm and tcp): every rank of `comm` runs them alike.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include "tune/calibration.h"
 #include "tune/selector.h"
 
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 
 #include <chorus/chorus.h>
 

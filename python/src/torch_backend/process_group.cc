@@ -2,7 +2,7 @@
 // and completed, its argument checks and chorus.torch.empty's windows.
 #include "torch_backend/process_group.h"
 
-#include "api/derive.h"
+#include "groups/derive.h"
 #include "core/check.h"
 #include "torch_backend/start_up.h"
 

@@ -72,7 +72,7 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
 
   // The group of `ranks` (ranks of this group, in the order of their rank in
   // the new one; this rank among them), derived from this group's
-  // communicator (src/api/derive.h): no store and no second rendezvous.
+  // communicator (src/groups/derive.h): no store and no second rendezvous.
   // Queued like every call; a collective over `ranks` only, as torch's
   // new_group runs the backend's creator on the members only.
   // `timeout` is the new group's deadline of every call.

@@ -1,7 +1,7 @@
 // The torch backend's start-up over torch's c10d store (start_up.h).
 #include "torch_backend/start_up.h"
 
-#include "api/communicator_impl.h"
+#include "engine/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "core/config.h"

@@ -3,8 +3,8 @@
 // moves (checks, the algorithm choice, the Program, its scratch and the
 // Execution's arrays); start() only numbers the call, stamps it and hands it
 // to the executor.
-#include "api/call_site.h"
-#include "api/communicator_impl.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
 
 #include "core/log.h"
 

@@ -25,7 +25,7 @@
 //      decision, members and set-up point, to every member, which takes it
 //      from whoever sends it.
 //   5. Every member builds its transport over that point, as split does
-//      (api/derive.h, step 3): its final barrier is met by every member or
+//      (groups/derive.h, step 3): its final barrier is met by every member or
 //      by none, so every member returns the same communicator, or every
 //      member raises (a member that dies after its vote fails the set-up on
 //      every member, at the latest at the deadline). The old communicator

@@ -35,8 +35,8 @@
 // Calls longer than kPiece elements go piece by piece (whole blocks), so that
 // the integer buffers stay bounded; pieces do not change any bit, because an
 // element's result depends on its block only.
-#include "api/call_site.h"
-#include "api/communicator_impl.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
 
 #include "core/check.h"
 #include "core/exact_sum.h"

@@ -1,7 +1,7 @@
 // Communicator::split and split_by_host over inproc (the ranks are threads);
 // tests/multiprocess runs the same checks (support/split_check.h) over shm
 // and tcp.
-#include "api/derive.h"
+#include "groups/derive.h"
 #include "core/check.h"
 #include "support/split_check.h"
 

@@ -1,9 +1,9 @@
-// Derived communicators: split, split_by_host and derive (api/derive.h says
+// Derived communicators: split, split_by_host and derive (groups/derive.h says
 // the steps).
-#include "api/derive.h"
+#include "groups/derive.h"
 
-#include "api/call_site.h"
-#include "api/communicator_impl.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "core/first_seen.h"

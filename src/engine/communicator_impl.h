@@ -8,7 +8,7 @@
 #pragma once
 
 #include "algorithms/algorithm.h"
-#include "api/flight_recorder.h"
+#include "engine/flight_recorder.h"
 #include "core/config.h"
 #include "engine/progress.h"
 #include "exec/executor.h"
@@ -108,7 +108,7 @@ class CommunicatorImpl {
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
   // A grow that failed after its generation was claimed spends it
-  // (api/grow.cc): the next grow of this communicator takes the next one.
+  // (recovery/grow.cc): the next grow of this communicator takes the next one.
   void spend_generation(int generation) { config_.generation = generation; }
   // Each rank's host (CollectiveSpec::host_of); null for one rank.
   const std::shared_ptr<const std::vector<int>>& host_of() const { return host_of_; }
@@ -152,11 +152,11 @@ class CommunicatorImpl {
   // where no other thread drives it.
   bool test(WorkState& work);
 
-  // Communicator::prepare and Plan::start (api/plan.cc).
+  // Communicator::prepare and Plan::start (engine/plan.cc).
   std::shared_ptr<PlanState> prepare_plan(const Call& call);
   std::shared_ptr<WorkState> start_plan(PlanState& plan);
 
-  // The flight recorder as JSON (api/flight_recorder.h).
+  // The flight recorder as JSON (engine/flight_recorder.h).
   std::string flight_record();
   // Switches who advances outstanding work (CHORUS_PROGRESS), for the grids
   // that run both modes on one communicator: starts or stops the progress
@@ -187,7 +187,7 @@ class CommunicatorImpl {
   // Communicator::window: a collective allocation of `bytes` on every rank.
   std::shared_ptr<SharedWindow> create_window(size_t bytes);
 
-  // The exchanges of chorus's own set-up (api/derive.cc), as calls of this
+  // The exchanges of chorus's own set-up (groups/derive.cc), as calls of this
   // communicator in the order of its other calls: an allgather of `bytes`
   // per rank (`all` receives size() * bytes, rank r's at r * bytes) ...
   void setup_allgather(const void* mine, void* all, size_t bytes);
@@ -196,7 +196,7 @@ class CommunicatorImpl {
   void setup_message(OpKind kind, void* buf, size_t bytes, int peer);
   static constexpr int kSetupTag = -1;
 
-  // Deterministic calls (api/deterministic.cc): whether `call` takes the
+  // Deterministic calls (engine/deterministic.cc): whether `call` takes the
   // road: the collective on integers (whole), an AllToAll of the elements,
   // local sums of each rank's block and an AllGather of the results
   // (scatter), or an AllGather and local sums of every element (gather); and
@@ -219,7 +219,7 @@ class CommunicatorImpl {
   CollectiveSpec spec_of(const Call& call) const;
   // Picks the algorithm, builds (or reuses) the program, starts it.
   std::shared_ptr<WorkState> submit_collective(const Call& call);
-  // Deterministic reductions (api/deterministic.cc): whether `call` is one
+  // Deterministic reductions (engine/deterministic.cc): whether `call` is one
   // (CallOptions::deterministic or CHORUS_DETERMINISTIC, on a floating sum or
   // avg; a floating prod raises), and the call, run to its end as calls of
   // this communicator on integers.

@@ -1,4 +1,4 @@
-#include "api/flight_recorder.h"
+#include "engine/flight_recorder.h"
 
 #include "core/check.h"
 

@@ -1,10 +1,10 @@
 // Communicator::shrink: the agreement over the recovery links and the new
-// communicator's set-up (api/shrink.h says the steps).
-#include "api/shrink.h"
+// communicator's set-up (recovery/shrink.h says the steps).
+#include "recovery/shrink.h"
 
-#include "api/call_site.h"
-#include "api/communicator_impl.h"
-#include "api/derive.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
+#include "groups/derive.h"
 #include "core/check.h"
 #include "core/first_seen.h"
 #include "net/socket.h"

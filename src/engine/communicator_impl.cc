@@ -2,8 +2,8 @@
 // completion, failure and abort (communicator_impl.h). The exchanges it runs
 // outside the user's calls (windows, one-sided set-up, trace clocks) are in
 // communicator_exchanges.cc; the public handles in communicator.cc.
-#include "api/communicator_impl.h"
-#include "api/call_site.h"
+#include "engine/communicator_impl.h"
+#include "engine/call_site.h"
 
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"

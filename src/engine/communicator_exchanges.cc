@@ -2,8 +2,8 @@
 // of shared windows (an allgather run as an ordinary call, or as a part of the
 // one-sided call that needs it), a one-sided call's set-up before its first
 // op, and the alignment of trace clocks at creation.
-#include "api/call_site.h"
-#include "api/communicator_impl.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
 
 #include "core/check.h"
 #include "core/log.h"

@@ -1,9 +1,9 @@
-// Communicator::grow and join_from_env (api/grow.h says the steps).
-#include "api/grow.h"
+// Communicator::grow and join_from_env (recovery/grow.h says the steps).
+#include "recovery/grow.h"
 
-#include "api/call_site.h"
-#include "api/communicator_impl.h"
-#include "api/derive.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
+#include "groups/derive.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store_url.h"
 #include "core/check.h"
