@@ -8,9 +8,9 @@
 //   PingPong: one_way_us = round trip / 2.
 //   Stream:   bytes_per_second over a window of back-to-back sends, acked.
 //   AllReduce: busbw_GBps = 2 (N-1)/N * bytes / time, N = 2 and 4.
-#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/config.h"
+#include "engine/communicator_impl.h"
 #include "store/file_store.h"
 #include "transport/shm/shm_transport.h"
 

@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
     }
     if (options.transport != to_string(TransportKind::inproc)) return run_local_processes(options);
     if (options.overlap) {
-      testing::run_ranks(options.ranks, [&](Communicator& comm) { run_overlap_rank(comm, options); });
+      testing::run_ranks(options.ranks,
+                         [&](Communicator& comm) { run_overlap_rank(comm, options); });
       return 0;
     }
     const perf::PerfHooks hooks = perf::print_table(options, &std::cout, progress_hooks());

@@ -171,9 +171,8 @@ Work Communicator::submit(const Call& call) {
 }
 
 Work Communicator::submit(const Call& call, std::function<void()> on_complete) {
-  return guarded(call.name(), [&] {
-    return Work(detail::impl_of(*this).submit(call, std::move(on_complete)));
-  });
+  return guarded(call.name(),
+                 [&] { return Work(detail::impl_of(*this).submit(call, std::move(on_complete))); });
 }
 
 Plan Communicator::prepare(const Call& call) {

@@ -1,13 +1,13 @@
 // init() and init_from_env(): the public start-up of a multi-process job.
 // The options are checked here; bootstrap/ opens the store and connects the
 // transport, and the Communicator is built over what it hands back.
-#include "engine/communicator_impl.h"
-#include "recovery/grow.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store_url.h"
 #include "core/check.h"
 #include "core/config.h"
 #include "core/transport_kind.h"
+#include "engine/communicator_impl.h"
+#include "recovery/grow.h"
 
 #include <chorus/init.h>
 
@@ -28,9 +28,8 @@ Communicator init(const InitOptions& options) {
   if (!options.progress.empty())
     config.progress = parse_progress_mode(options.progress, "init: progress");
   if (options.progress_cpu != -1)
-    config.progress_cpu =
-        check_progress_cpu(options.progress_cpu, std::to_string(options.progress_cpu),
-                           "init: progress_cpu");
+    config.progress_cpu = check_progress_cpu(
+        options.progress_cpu, std::to_string(options.progress_cpu), "init: progress_cpu");
   if (options.timeout.count() < 0) fail(ErrorCode::invalid_argument, "init: negative timeout");
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
   const Deadline deadline = deadline_after(timeout);

@@ -1,6 +1,6 @@
-#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/first_seen.h"
+#include "engine/communicator_impl.h"
 #include "transport/inproc/inproc_transport.h"
 #include "transport/recovery_link.h"
 

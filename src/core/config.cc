@@ -278,8 +278,8 @@ Config Config::from_env(const EnvLookup& lookup) {
   if (auto v = lookup("CHORUS_PROGRESS"); v && !v->empty())
     cfg.progress = parse_progress_mode(*v, "CHORUS_PROGRESS");
   if (auto v = lookup("CHORUS_PROGRESS_CPU"); v && !v->empty())
-    cfg.progress_cpu = check_progress_cpu(parse_number("CHORUS_PROGRESS_CPU", *v), *v,
-                                          "CHORUS_PROGRESS_CPU");
+    cfg.progress_cpu =
+        check_progress_cpu(parse_number("CHORUS_PROGRESS_CPU", *v), *v, "CHORUS_PROGRESS_CPU");
   if (auto v = lookup("CHORUS_TUNING_FILE")) cfg.tuning_file = *v;
   if (auto v = lookup("CHORUS_TUNING_CACHE"); v && !v->empty()) {
     if (*v != "on" && *v != "off")

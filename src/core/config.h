@@ -111,9 +111,9 @@ struct Config {
   TunerMode tuner = TunerMode::learn;  // CHORUS_TUNER
   bool tuner_set = false;              // CHORUS_TUNER was given
   std::chrono::microseconds spin{50};
-  size_t segment_bytes = 0;                // 0 = each algorithm's default
-  size_t stream_bytes = size_t{16} << 20;  // CHORUS_STREAM_BYTES; 0 = never
-  bool deterministic = false;              // CHORUS_DETERMINISTIC
+  size_t segment_bytes = 0;                      // 0 = each algorithm's default
+  size_t stream_bytes = size_t{16} << 20;        // CHORUS_STREAM_BYTES; 0 = never
+  bool deterministic = false;                    // CHORUS_DETERMINISTIC
   ProgressMode progress = ProgressMode::thread;  // CHORUS_PROGRESS
   int progress_cpu = -1;                         // CHORUS_PROGRESS_CPU; -1 = not pinned
   std::string tuning_file;

@@ -132,8 +132,8 @@ void CommunicatorImpl::run_due(std::vector<std::function<void()>> due) {
     try {
       fn();
     } catch (const std::exception& e) {
-      log_message(config_.log_level, LogLevel::warn, rank_, "a call's on_complete raised: ",
-                  e.what());
+      log_message(config_.log_level, LogLevel::warn, rank_,
+                  "a call's on_complete raised: ", e.what());
     } catch (...) {
       log_message(config_.log_level, LogLevel::warn, rank_,
                   "a call's on_complete raised a non-standard exception");
@@ -390,7 +390,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call) {
 CollectiveSpec CommunicatorImpl::spec_of(const Call& call) const {
   const size_t es = has_data(call.collective) ? dtype_size(call.type) : 1;
   const bool average = call.op == ReduceOp::avg && reduces(call.collective);
-  CollectiveSpec spec{call.collective,       size_, rank_, call.count, es, call.root,
+  CollectiveSpec spec{call.collective,       size_,  rank_, call.count, es, call.root,
                       config_.segment_bytes, average};
   spec.host_of = host_of_;
   if (windows_) {

@@ -8,8 +8,8 @@
 #pragma once
 
 #include "algorithms/algorithm.h"
-#include "engine/flight_recorder.h"
 #include "core/config.h"
+#include "engine/flight_recorder.h"
 #include "engine/progress.h"
 #include "exec/executor.h"
 #include "transport/transport.h"

@@ -85,9 +85,9 @@ std::shared_ptr<WorkState> CommunicatorImpl::start_plan(PlanState& plan) {
                  call.type, call.op, CallLabel{to_string(call.collective), plan.algorithm->name},
                  Deadline::max(), stamp);
   auto record = [&](Deadline now) {
-    w.record = recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name,
-                               call.type, call.op, call.count,
-                               rooted(call.collective) ? call.root : -1, -1, now);
+    w.record =
+        recorder_.start(stamp.seq, to_string(call.collective), plan.algorithm->name, call.type,
+                        call.op, call.count, rooted(call.collective) ? call.root : -1, -1, now);
   };
   try {
     engine_.enqueue(std::shared_ptr<Execution>(plan.work, &w.exec));

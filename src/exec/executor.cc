@@ -535,8 +535,7 @@ void Engine::wait_until(const Execution& exec, Deadline until) {
 }
 
 void Engine::drive(const std::atomic<int>& wanted) {
-  run_until([&] { return active_.empty() || wanted.load(std::memory_order_relaxed) > 0; },
-            nullptr);
+  run_until([&] { return active_.empty() || wanted.load(std::memory_order_relaxed) > 0; }, nullptr);
 }
 
 }  // namespace chorus

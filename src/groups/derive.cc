@@ -2,11 +2,11 @@
 // the steps).
 #include "groups/derive.h"
 
-#include "engine/call_site.h"
-#include "engine/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "core/first_seen.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
 #include "net/socket.h"
 #include "store/tcp_store.h"
 #include "transport/forwarding_transport.h"

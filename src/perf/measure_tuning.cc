@@ -1,8 +1,8 @@
 #include "perf/measure_tuning.h"
 
-#include "engine/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
+#include "engine/communicator_impl.h"
 #include "tune/calibration.h"
 #include "tune/model_sim.h"
 

@@ -84,8 +84,8 @@ OverlapReport run_overlap(Communicator& comm, const PerfOptions& options) {
       cs.push_back(slowest(comm, seconds_since(t0)));
       comm.barrier();
       t0 = std::chrono::steady_clock::now();
-      Work w = comm.allreduce_async(send.data(), recv.data(), count, DataType::float32,
-                                    ReduceOp::sum);
+      Work w =
+          comm.allreduce_async(send.data(), recv.data(), count, DataType::float32, ReduceOp::sum);
       sink = sink + compute_loop(iterations);
       w.wait();
       ts.push_back(slowest(comm, seconds_since(t0)));
@@ -123,9 +123,9 @@ std::string format_overlap(const OverlapReport& r) {
 }
 
 std::string overlap_json(const OverlapReport& r) {
-  std::string s = str_cat("{\"mode\": \"overlap\", \"transport\": \"", r.transport,
-                          "\", \"progress\": \"", r.progress, "\", \"ranks\": ", r.nranks,
-                          ", \"rows\": [");
+  std::string s =
+      str_cat("{\"mode\": \"overlap\", \"transport\": \"", r.transport, "\", \"progress\": \"",
+              r.progress, "\", \"ranks\": ", r.nranks, ", \"rows\": [");
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const OverlapRow& row = r.rows[i];
     char line[256];

@@ -2,9 +2,9 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/deterministic.h"
-#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/communicator_impl.h"
 #include "model/cost_model.h"
 #include "perf/perf_check.h"
 #include "sim/simulator.h"

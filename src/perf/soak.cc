@@ -1,8 +1,8 @@
 #include "perf/soak.h"
 
 #include "algorithms/algorithm.h"
-#include "engine/communicator_impl.h"
 #include "core/check.h"
+#include "engine/communicator_impl.h"
 #include "perf/perf_check.h"
 
 #include <algorithm>

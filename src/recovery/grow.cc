@@ -1,13 +1,13 @@
 // Communicator::grow and join_from_env (recovery/grow.h says the steps).
 #include "recovery/grow.h"
 
-#include "engine/call_site.h"
-#include "engine/communicator_impl.h"
-#include "groups/derive.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/store_url.h"
 #include "core/check.h"
 #include "core/config.h"
+#include "engine/call_site.h"
+#include "engine/communicator_impl.h"
+#include "groups/derive.h"
 #include "transport/forwarding_transport.h"
 
 #include <charconv>

@@ -2,11 +2,11 @@
 // communicator's set-up (recovery/shrink.h says the steps).
 #include "recovery/shrink.h"
 
+#include "core/check.h"
+#include "core/first_seen.h"
 #include "engine/call_site.h"
 #include "engine/communicator_impl.h"
 #include "groups/derive.h"
-#include "core/check.h"
-#include "core/first_seen.h"
 #include "net/socket.h"
 #include "transport/forwarding_transport.h"
 #include "transport/recovery_link.h"

@@ -137,9 +137,8 @@ TEST(Engine, TenThousandMixedCallsAndPlansAcrossThreeCommunicators) {
     };
     std::vector<Slot> slots(kWindow);
     std::vector<int64_t> plan_buf(333);
-    Plan plan = parent.prepare(
-        Call::allreduce(plan_buf.data(), plan_buf.data(), plan_buf.size(), DataType::int64,
-                        ReduceOp::sum));
+    Plan plan = parent.prepare(Call::allreduce(plan_buf.data(), plan_buf.data(), plan_buf.size(),
+                                               DataType::int64, ReduceOp::sum));
     std::mt19937 pick(7);  // the same sequence on every rank
     int calls = 0;
     auto settle = [&](Slot& s) {
@@ -192,8 +191,7 @@ TEST(Engine, PlanRunsRepeatedlyAndRefusesAStartWhileRunning) {
           ADD_FAILURE() << "a second start while running did not raise";
         } catch (const Error& e) {
           EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-          EXPECT_NE(std::string(e.what()).find("still outstanding"), std::string::npos)
-              << e.what();
+          EXPECT_NE(std::string(e.what()).find("still outstanding"), std::string::npos) << e.what();
         }
       }
       w.wait();
@@ -316,16 +314,15 @@ TEST(Engine, OnCompleteRunsOnceAndMayCallChorus) {
     std::atomic<int> ran{0};
     std::vector<Work> works;
     for (int i = 0; i < kCalls; ++i)
-      works.push_back(comm.submit(
-          Call::allreduce(bufs[i].data(), bufs[i].data(), bufs[i].size(), DataType::int32,
-                          ReduceOp::sum),
-          [&, i] {
-            EXPECT_EQ(bufs[i][999], 6);
-            // A chorus call that takes the communicator from inside the
-            // callback: it must not deadlock.
-            EXPECT_FALSE(comm.flight_record().empty());
-            ++ran;
-          }));
+      works.push_back(comm.submit(Call::allreduce(bufs[i].data(), bufs[i].data(), bufs[i].size(),
+                                                  DataType::int32, ReduceOp::sum),
+                                  [&, i] {
+                                    EXPECT_EQ(bufs[i][999], 6);
+                                    // A chorus call that takes the communicator from inside the
+                                    // callback: it must not deadlock.
+                                    EXPECT_FALSE(comm.flight_record().empty());
+                                    ++ran;
+                                  }));
     for (Work& w : works) w.wait();
     // Every callback has run once its Work completed: those still due run
     // as the waiting thread lets go, before wait() returns.
@@ -364,7 +361,8 @@ TEST(Engine, TimeoutReachesWorkTheProgressThreadDrives) {
     }
     CallOptions o;
     o.timeout = std::chrono::milliseconds(200);
-    Work w = comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, o);
+    Work w =
+        comm.allreduce_async(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum, o);
     EXPECT_TRUE(completes_without_calls(w, std::chrono::seconds(30)));
     try {
       w.wait();

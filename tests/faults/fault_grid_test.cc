@@ -443,7 +443,7 @@ std::string run_call(Communicator& comm, const CallSpec& c, const Buffers& b) {
   perf::fill_input(check, b.in);
   perf::poison(c.type, b.out, counts.output);
   test::finish(comm, comm.submit({Call::Kind::collective, c.collective, b.in, b.out, c.count,
-                                   c.type, c.op, c.root, -1, o}));
+                                  c.type, c.op, c.root, -1, o}));
   const size_t wrong = perf::count_wrong(check, b.out);
   if (wrong == 0) return {};
   return str_cat(wrong, " of ", counts.output, " output elements wrong");
@@ -657,8 +657,8 @@ std::string kill_body(Communicator& comm, const Cell& cell, bool processes) {
 std::string rank_body(Communicator& comm, const Cell& cell, const Gates& gates, bool processes) {
   // Both progress modes in every cell: its ranks alternate between them
   // (support/progress.h), and which rank starts follows the cell.
-  test::use_progress(comm,
-                     test::alternating_progress(comm.rank(), std::hash<std::string>{}(cell.name())));
+  test::use_progress(
+      comm, test::alternating_progress(comm.rank(), std::hash<std::string>{}(cell.name())));
   if (is_mismatch(cell.fault)) return mismatch_body(comm, cell);
   if (cell.fault == Fault::timeout) return timeout_body(comm, cell, gates);
   if (cell.fault == Fault::abort) return abort_body(comm, cell, gates);

@@ -1,8 +1,8 @@
 // Communicator::split and split_by_host over inproc (the ranks are threads);
 // tests/multiprocess runs the same checks (support/split_check.h) over shm
 // and tcp.
-#include "groups/derive.h"
 #include "core/check.h"
+#include "groups/derive.h"
 #include "support/split_check.h"
 
 #include <chorus/chorus.h>

@@ -1,9 +1,9 @@
 #include "support/deterministic_check.h"
 
 #include "algorithms/algorithm.h"
-#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/exact_sum.h"
+#include "engine/communicator_impl.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,7 +1,7 @@
 #include "support/grid.h"
-#include "support/progress.h"
 #include "algorithms/algorithm.h"
 #include "engine/communicator_impl.h"
+#include "support/progress.h"
 
 #include "core/check.h"
 #include "core/exact_sum.h"
@@ -243,8 +243,8 @@ std::vector<std::string> run_grid(Communicator& comm, const std::vector<GridCase
       use_progress(comm, rep == 0 ? ProgressMode::caller : ProgressMode::thread);
       std::string e = run_case(comm, c, algorithm, cache);
       if (!e.empty() && errors.size() < 8)
-        errors.push_back(e + str_cat(" (call ", rep + 1, rep == 0 ? ", caller" : ", thread",
-                                     " progress)"));
+        errors.push_back(
+            e + str_cat(" (call ", rep + 1, rep == 0 ? ", caller" : ", thread", " progress)"));
     }
   use_progress(comm, given);
   return errors;

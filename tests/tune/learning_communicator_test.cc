@@ -4,8 +4,8 @@
 // maximum over ranks even where one rank's own times favour another, and
 // every result stays exact throughout. CHORUS_TUNER=off and model, an
 // algorithm named by the call, and CHORUS_ALGO keep the learner out.
-#include "engine/communicator_impl.h"
 #include "core/check.h"
+#include "engine/communicator_impl.h"
 #include "tune/learner.h"
 
 #include <chorus/chorus.h>

@@ -182,8 +182,7 @@ int PyCommunicator::recv_any(void* data, size_t count, DataType type, const Call
   collect_finished();
   Communicator& c = live();
   int from = -1;
-  block_or_raise([&] { from = c.recv_any(data, count, type, options); }, std::nullopt,
-                 "recv_any");
+  block_or_raise([&] { from = c.recv_any(data, count, type, options); }, std::nullopt, "recv_any");
   return from;
 }
 
@@ -295,8 +294,8 @@ void PyCommunicator::wait_or_raise(Work& work, std::optional<double> timeout,
                                       " s; the communicator is aborted");
 }
 
-void PyCommunicator::block_or_raise(const std::function<void()>& job,
-                                    std::optional<double> timeout, const std::string& what) {
+void PyCommunicator::block_or_raise(const std::function<void()>& job, std::optional<double> timeout,
+                                    const std::string& what) {
   std::optional<Clock::time_point> give_up;
   if (timeout) give_up = Clock::now() + seconds_to_ms(*timeout, what + ": timeout");
   const bool signals = on_main_thread();

@@ -81,9 +81,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::sparse_allreduce(
         all_shape.insert(all_shape.end(), value_shape.begin(), value_shape.end());
         at::Tensor all_values = at::empty(all_shape, values.options());
         calls.comm().allgather(my_indices.data_ptr(), all_indices.data_ptr(), my_indices.nbytes(),
-                    DataType::uint8, options);
+                               DataType::uint8, options);
         calls.comm().allgather(my_values.data_ptr(), all_values.data_ptr(), my_values.nbytes(),
-                    DataType::uint8, options);
+                               DataType::uint8, options);
         std::vector<at::Tensor> index_parts;
         std::vector<at::Tensor> value_parts;
         for (int r = 0; r < n; ++r) {
@@ -115,8 +115,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
       c10d::OpType::ALLREDUCE_COALESCED, call, tensors,
       [=](Calls& calls) {
         for (size_t i = 0; i < staged.size(); ++i)
-          calls.submit(Call::allreduce(staged[i].data(), staged[i].data(),
-                                                   counts[i].count, counts[i].type, op, options));
+          calls.submit(Call::allreduce(staged[i].data(), staged[i].data(), counts[i].count,
+                                       counts[i].type, op, options));
       },
       [staged] {
         for (const Staged& s : staged) s.write_back();
@@ -202,8 +202,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
       c10d::OpType::ALLGATHER_COALESCED, call, written,
       [=](Calls& calls) {
         for (size_t i = 0; i < sources.size(); ++i)
-          calls.submit(Call::allgather(sources[i].data(), joined[i].data_ptr(),
-                                                   counts[i].count, counts[i].type, options));
+          calls.submit(Call::allgather(sources[i].data(), joined[i].data_ptr(), counts[i].count,
+                                       counts[i].type, options));
       },
       [=] {
         for (size_t i = 0; i < joined.size(); ++i) {
@@ -321,10 +321,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
   const std::string call = "barrier";
   const CallOptions options = call_options(opts.timeout);
   return enqueue(
-      c10d::OpType::BARRIER, call, {},
-      [=](Calls& calls) {
-        calls.submit(Call::barrier(options));
-      },
+      c10d::OpType::BARRIER, call, {}, [=](Calls& calls) { calls.submit(Call::barrier(options)); },
       [] {});
 }
 

@@ -2,8 +2,8 @@
 // and completed, its argument checks and chorus.torch.empty's windows.
 #include "torch_backend/process_group.h"
 
-#include "groups/derive.h"
 #include "core/check.h"
+#include "groups/derive.h"
 #include "torch_backend/start_up.h"
 
 #include <torch/csrc/utils/pybind.h>
@@ -48,8 +48,7 @@ c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::shrink(
   auto made = std::make_shared<std::optional<Communicator>>();
   c10::intrusive_ptr<c10d::Work> work = enqueue(
       c10d::OpType::UNKNOWN, "shrink", {},
-      [made, timeout](Calls& calls) { *made = calls.comm().shrink(timeout); },
-      [] {});
+      [made, timeout](Calls& calls) { *made = calls.comm().shrink(timeout); }, [] {});
   work->wait(kNoTimeout);
   return c10::make_intrusive<ProcessGroupChorus>(std::move(**made));
 }
@@ -77,8 +76,7 @@ at::Tensor ProcessGroupChorus::empty(const std::vector<int64_t>& sizes, at::Scal
   auto window = std::make_shared<Window>();
   c10::intrusive_ptr<c10d::Work> work = enqueue(
       c10d::OpType::UNKNOWN, call, {},
-      [window, bytes](Calls& calls) { *window = calls.comm().window(bytes); },
-      [] {});
+      [window, bytes](Calls& calls) { *window = calls.comm().window(bytes); }, [] {});
   work->wait(kNoTimeout);
   const Window w = *window;
   // The deleter's copy of the window keeps the memory mapped.
@@ -170,9 +168,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(c10d::OpType type,
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue_blocking(
-    c10d::OpType type, const std::string& call, std::vector<at::Tensor> outputs, Start start,
-    std::function<void()> finish) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue_blocking(c10d::OpType type,
+                                                                    const std::string& call,
+                                                                    std::vector<at::Tensor> outputs,
+                                                                    Start start,
+                                                                    std::function<void()> finish) {
   if (stopping_.load()) unsupported(call, "the process group is being destroyed");
   auto op = std::make_shared<Op>();
   op->work = c10::make_intrusive<ChorusWork>(rank_, type, call, std::move(outputs));

@@ -31,9 +31,9 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>

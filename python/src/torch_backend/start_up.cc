@@ -1,10 +1,10 @@
 // The torch backend's start-up over torch's c10d store (start_up.h).
 #include "torch_backend/start_up.h"
 
-#include "engine/communicator_impl.h"
 #include "bootstrap/bootstrap.h"
 #include "core/check.h"
 #include "core/config.h"
+#include "engine/communicator_impl.h"
 #include "store/store.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>

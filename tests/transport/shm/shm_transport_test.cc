@@ -4,9 +4,9 @@
 // pipe and a non-zero exit; the parent also checks that no /dev/shm entry of
 // any child survives.
 #include "transport/shm/shm_transport.h"
-#include "engine/communicator_impl.h"
 #include "core/check.h"
 #include "core/config.h"
+#include "engine/communicator_impl.h"
 #include "store/file_store.h"
 #include "support/grid.h"
 

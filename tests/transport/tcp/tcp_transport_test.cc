@@ -3,8 +3,8 @@
 // collectives with one and several streams per peer, large messages both ways
 // at once, size mismatches, refused connections, aborts and closed peers.
 #include "transport/tcp/tcp_transport.h"
-#include "engine/communicator_impl.h"
 #include "core/check.h"
+#include "engine/communicator_impl.h"
 #include "net/socket.h"
 #include "store/file_store.h"
 #include "support/grid.h"
