@@ -127,10 +127,18 @@ void CommunicatorImpl::set_progress(ProgressMode mode) {
     progress_ = std::make_unique<ProgressThread>([this] { advance(); }, config_.progress_cpu);
 }
 
-void CommunicatorImpl::run_due(std::vector<std::function<void()>> due) {
-  for (auto& fn : due) {
+namespace {
+
+// The Work whose on_complete this thread is running, if any.
+thread_local const WorkState* running_callback = nullptr;
+
+}  // namespace
+
+void CommunicatorImpl::run_due(std::vector<Due> due) {
+  for (Due& d : due) {
+    running_callback = d.work.get();
     try {
-      fn();
+      d.fn();
     } catch (const std::exception& e) {
       log_message(config_.log_level, LogLevel::warn, rank_,
                   "a call's on_complete raised: ", e.what());
@@ -138,11 +146,34 @@ void CommunicatorImpl::run_due(std::vector<std::function<void()>> due) {
       log_message(config_.log_level, LogLevel::warn, rank_,
                   "a call's on_complete raised a non-standard exception");
     }
+    running_callback = nullptr;
+    if (d.work != nullptr) {
+      d.work->finished.store(true, std::memory_order_release);
+      d.work->finished.notify_all();
+    }
+  }
+}
+
+void CommunicatorImpl::await_callback(WorkState& w) {
+  if (running_callback == &w) return;
+  w.finished.wait(false, std::memory_order_acquire);
+}
+
+void CommunicatorImpl::finish_or_defer(const std::shared_ptr<WorkState>& w) {
+  w->retired = true;
+  if (w->on_complete) {
+    due_.push_back({std::exchange(w->on_complete, nullptr), w});
+  } else {
+    w->finished.store(true, std::memory_order_release);
   }
 }
 
 void CommunicatorImpl::advance() {
   if (!turn_.try_lock_for_progress()) return;  // a caller drives; it kicks again when it leaves
+  if (closing_) {
+    turn_.unlock_progress();
+    return;
+  }
   if (!broken_) {
     try {
       engine_.drive(turn_.wanted());
@@ -236,10 +267,14 @@ std::shared_ptr<RecoveryLink> CommunicatorImpl::revoke_for_recovery() {
 
 CommunicatorImpl::~CommunicatorImpl() {
   if (progress_) {
-    // Holding the turn, so that the progress thread has let go of it.
+    // Taking the turn makes the progress thread let go of it, and with
+    // closing_ set it never takes it again. The thread is joined without the
+    // turn: it may be running an on_complete that calls into this
+    // communicator.
     turn_.lock();
-    progress_.reset();
+    closing_ = true;
     turn_.unlock();
+    progress_.reset();
   }
   // The learner's decisions held back from the cache (Selector::note_learned).
   if (rank_ == 0 && selector_ != nullptr) {
@@ -353,6 +388,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::new_work() {
     pool_.give(std::exchange(w->scratch, {}));  // a failed call's, if any
     w->error = nullptr;
     w->finished = false;
+    w->retired = false;
     w->learn = nullptr;
     w->ticket = 0;
     return w;
@@ -418,6 +454,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
     empty_stamp.part = part_;
     begin_call(empty_stamp);
     auto work = new_work();
+    work->retired = true;
     work->finished = true;  // nothing to move (as NCCL: count 0 returns at once)
     const Deadline now = Clock::now();
     work->record = recorder_.start(collective_seq_, to_string(call.collective), {}, call.type,
@@ -552,8 +589,9 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_point_to_point(OpKind kind, 
 
 // Marks a call finished and returns its scratch;
 // the caller removes it from outstanding_.
-void CommunicatorImpl::retire(WorkState& w) {
-  if (w.finished) return;
+void CommunicatorImpl::retire(const std::shared_ptr<WorkState>& work) {
+  WorkState& w = *work;
+  if (w.retired) return;
   const Deadline now = Clock::now();
   recorder_.finish(w.record, now);
   if (!w.planned) pool_.give(std::exchange(w.scratch, {}));
@@ -564,16 +602,14 @@ void CommunicatorImpl::retire(WorkState& w) {
     w.learn->record(w.ticket, seconds);
     w.learn = nullptr;
   }
-  if (w.on_complete) due_.push_back(std::move(w.on_complete));
-  w.on_complete = nullptr;
-  w.finished = true;  // last: a thread that sees it may drop the Work
+  finish_or_defer(work);  // last: a thread that sees it finished may drop the Work
 }
 
 void CommunicatorImpl::retire_done() {
   size_t keep = 0;
   for (size_t i = 0; i < outstanding_.size(); ++i) {
     if (outstanding_[i]->exec.done()) {
-      retire(*outstanding_[i]);
+      retire(outstanding_[i]);
     } else {
       outstanding_[keep++] = std::move(outstanding_[i]);
     }
@@ -628,11 +664,10 @@ void CommunicatorImpl::fail_all(std::exception_ptr error) {
   }
   const Deadline now = Clock::now();
   for (auto& w : outstanding_) {
+    if (w->retired) continue;
     w->error = error;
-    if (!w->finished) recorder_.fail(w->record, what, w->exec.pending_summary(), now);
-    if (w->on_complete) due_.push_back(std::move(w->on_complete));
-    w->on_complete = nullptr;
-    w->finished = true;
+    recorder_.fail(w->record, what, w->exec.pending_summary(), now);
+    finish_or_defer(w);
   }
   outstanding_.clear();
   if (!config_.flight_recorder_dir.empty()) {
@@ -648,7 +683,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call,
   Hold hold(*this);
   auto work = submit(call);
   if (work->finished) {
-    due_.push_back(std::move(on_complete));  // runs as this turn ends
+    due_.push_back({std::move(on_complete), nullptr});  // runs as this turn ends
   } else {
     work->on_complete = std::move(on_complete);
   }
@@ -658,18 +693,23 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit(const Call& call,
 bool CommunicatorImpl::wait_for(WorkState& w, std::chrono::nanoseconds timeout) {
   if (!w.finished) {
     const Deadline until = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
-    Hold hold(*this);
-    if (!w.finished) {
-      if (broken_) std::rethrow_exception(broken_);
-      try {
-        engine_.wait_until(w.exec, until);
-      } catch (...) {
-        fail_all(std::current_exception());
+    bool retired = false;
+    {
+      Hold hold(*this);
+      if (!w.retired) {
+        if (broken_) std::rethrow_exception(broken_);
+        try {
+          engine_.wait_until(w.exec, until);
+        } catch (...) {
+          fail_all(std::current_exception());
+        }
+        retire_done();
       }
-      retire_done();
-    }
+      retired = w.retired;
+    }  // runs the due on_complete callbacks, perhaps w's
+    if (!retired) return false;
+    if (!w.finished) await_callback(w);  // its on_complete runs on another thread
   }
-  if (!w.finished) return false;
   if (w.error) std::rethrow_exception(w.error);
   return true;
 }
@@ -681,17 +721,20 @@ void CommunicatorImpl::run(const Call& call) {
 
 void CommunicatorImpl::wait(WorkState& w) {
   if (!w.finished) {
-    Hold hold(*this);
-    if (!w.finished) {
-      if (broken_) std::rethrow_exception(broken_);
-      try {
-        engine_.wait(w.exec);
-      } catch (...) {
-        fail_all(std::current_exception());
+    {
+      Hold hold(*this);
+      if (!w.retired) {
+        if (broken_) std::rethrow_exception(broken_);
+        try {
+          engine_.wait(w.exec);
+        } catch (...) {
+          fail_all(std::current_exception());
+        }
+        // Earlier calls complete first on every rank; finish those that are done.
+        retire_done();
       }
-      // Earlier calls complete first on every rank; finish those that are done.
-      retire_done();
-    }
+    }                                    // runs the due on_complete callbacks, perhaps w's
+    if (!w.finished) await_callback(w);  // its on_complete runs on another thread
   }
   if (w.error) std::rethrow_exception(w.error);
 }

@@ -71,8 +71,12 @@ struct WorkState {
   // Communicator::submit's on_complete: moved to the communicator's due list
   // when the call completes, run once the completing thread lets go.
   std::function<void()> on_complete;
-  // Set (after `error`) by whichever thread completes the call: a caller's
-  // or the progress thread. Work::done() and is_completed() read it.
+  // The executor is done with it and its scratch went back (under the turn).
+  bool retired = false;
+  // Set (after `error`) once the call has completed and its on_complete, if
+  // any, has returned, by whichever thread did that: a caller's or the
+  // progress thread. Work::done(), is_completed() and wait() read it, so a
+  // Work's on_complete has always run when its wait() returns.
   std::atomic<bool> finished{false};
 };
 
@@ -337,7 +341,7 @@ class CommunicatorImpl {
     std::string_view algorithm;
   };
   std::optional<ExchangeCall> exchange_call_;
-  void retire(WorkState& work);
+  void retire(const std::shared_ptr<WorkState>& work);
   // Retires every outstanding call whose execution is done, in order.
   void retire_done();
   // A recycled or new WorkState for one call.
@@ -391,12 +395,27 @@ class CommunicatorImpl {
   // WorkStates to recycle; one is free when only this list holds it.
   std::vector<std::shared_ptr<WorkState>> spare_work_;
   // on_complete callbacks of calls completed during the current turn; the
-  // thread that lets go of the turn runs them (run_due).
-  std::vector<std::function<void()>> due_;
+  // thread that lets go of the turn runs them (run_due), then marks their
+  // Works finished.
+  struct Due {
+    std::function<void()> fn;
+    std::shared_ptr<WorkState> work;  // null: its Work was finished already
+  };
+  std::vector<Due> due_;
+  // Retires a call: its on_complete, if any, joins the due list, and the Work
+  // is finished once that has run; without one it is finished now.
+  void finish_or_defer(const std::shared_ptr<WorkState>& work);
   // Takes the due callbacks (under the turn) ...
-  std::vector<std::function<void()>> take_due() { return std::exchange(due_, {}); }
+  std::vector<Due> take_due() { return std::exchange(due_, {}); }
   // ... and runs them after the turn is let go; one that throws is logged.
-  void run_due(std::vector<std::function<void()>> due);
+  void run_due(std::vector<Due> due);
+  // A caller's wait found its Work retired but its on_complete still running
+  // on another thread: waits for that (or returns at once inside that very
+  // callback, which must not wait for itself).
+  static void await_callback(WorkState& w);
+  // Set under the turn by the destructor: the progress thread no longer
+  // takes the turn.
+  bool closing_ = false;
   std::unique_ptr<ProgressThread> progress_;
 };
 

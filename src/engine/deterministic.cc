@@ -278,6 +278,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_deterministic(const Call& ca
     throw Error(e.code(), str_cat("deterministic ", to_string(c), ": ", e.what()));
   }
   auto work = new_work();
+  work->retired = true;
   work->finished = true;
   return work;
 }

@@ -50,6 +50,7 @@ std::shared_ptr<PlanState> CommunicatorImpl::prepare_plan(const Call& call) {
   work->comm = this;
   work->alive = alive_;
   work->planned = true;
+  work->retired = true;
   work->finished = true;  // no run yet
   work->scratch = pool_.take(program->program.scratch_count * spec.elem_size);
   // Sizes the Execution's per-op arrays now, so that start() allocates nothing.
@@ -75,6 +76,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::start_plan(PlanState& plan) {
     fail(ErrorCode::invalid_argument, CallSite{rank_, to_string(call.collective)},
          "start() of a plan whose previous run is still outstanding: wait for it first");
   w.error = nullptr;
+  w.retired = false;
   w.finished = false;
   CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id, call.type,
                                      call.op, call.count, call.root);

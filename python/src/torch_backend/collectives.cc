@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace chorus::torch_backend {
@@ -327,11 +326,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
 
 void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   const std::string call = "monitored_barrier";
+  // Unset: torch's default group timeout (default_pg_timeout).
+  const auto timeout = opts.timeout.count() > 0
+                           ? std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout)
+                           : std::chrono::milliseconds(std::chrono::minutes(30));
   // Its messages carry a tag of their own, so that a user's message never
-  // meets them quietly.
+  // meets them quietly. Their own deadline lies past the barrier's: rank 0
+  // names a late rank when the barrier's passes, and aborts, which the
+  // others then raise.
   constexpr int kTag = 0x7fff0001;
-  CallOptions options = call_options(opts.timeout);
+  CallOptions options;
   options.tag = kTag;
+  options.timeout = timeout + std::chrono::minutes(1);
   const int n = size_;
   const int me = rank_;
   c10::intrusive_ptr<c10d::Work> work = enqueue(
@@ -342,22 +348,15 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
           calls.comm().recv(nullptr, 0, DataType::uint8, 0, options);
           return;
         }
-        // Unset: torch's default group timeout (default_pg_timeout).
-        const auto timeout =
-            opts.timeout.count() > 0
-                ? std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout)
-                : std::chrono::milliseconds(std::chrono::minutes(30));
         std::vector<chorus::Work> reports;
         for (int r = 1; r < n; ++r)
           reports.push_back(calls.comm().recv_async(nullptr, 0, DataType::uint8, r, options));
         const auto deadline = std::chrono::steady_clock::now() + timeout;
         std::vector<int> missing;
-        for (;;) {
-          missing.clear();
-          for (int r = 1; r < n; ++r)
-            if (!reports[static_cast<size_t>(r - 1)].done()) missing.push_back(r);
-          if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (int r = 1; r < n; ++r) {
+          const auto left = deadline - std::chrono::steady_clock::now();
+          chorus::Work& report = reports[static_cast<size_t>(r - 1)];
+          if (!report.wait_for(std::max(left, decltype(left)::zero()))) missing.push_back(r);
         }
         if (!missing.empty()) {
           std::string ranks;
@@ -370,7 +369,6 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
           calls.comm().abort(what);
           throw chorus::Error(chorus::ErrorCode::timeout, "chorus backend: " + call + ": " + what);
         }
-        for (auto& report : reports) report.wait();
         for (int r = 1; r < n; ++r) calls.comm().send(nullptr, 0, DataType::uint8, r, options);
       },
       [] {});

@@ -138,6 +138,9 @@ void ProcessGroupChorus::Op::one_done() {
       error = std::current_exception();
     }
   }
+  // The buffers the calls used are free now.
+  start = nullptr;
+  finish = nullptr;
   unfinished->fetch_sub(1);
   work->complete(error);
 }
@@ -160,6 +163,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(c10d::OpType type,
   } catch (...) {
     op->start_error = std::current_exception();
   }
+  op->start = std::move(start);
   {
     std::lock_guard lock(op->mu);
     static_cast<ChorusWork&>(*work).set_calls(op->calls);
@@ -191,6 +195,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue_blocking(c10d::OpType
     } catch (...) {
       op->start_error = std::current_exception();
     }
+    op->start = start;
     op->one_done();
   });
   return work;

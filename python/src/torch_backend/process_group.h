@@ -167,6 +167,10 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   // of them are still outstanding (1 more while its start runs).
   struct Op {
     c10::intrusive_ptr<ChorusWork> work;
+    // What submitted the chorus calls: kept, with the tensors its closure
+    // holds (staged copies, joined inputs), until every one of them has
+    // completed, for chorus reads and writes them after the start returns.
+    Start start;
     std::function<void()> finish;
     std::shared_ptr<std::atomic<int>> unfinished;  // the group's count
     std::atomic<int> remaining{1};
