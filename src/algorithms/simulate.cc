@@ -41,9 +41,10 @@ const Program& AlgorithmPrograms::shape(int rank, PeerRename& rename) {
   }
   const int n = spec_.nranks;
   if (c.rename == RankClass::Rename::rotate)
-    rename = {PeerRename::How::rotate, ((rank - c.representative) % n + n) % n, n};
+    rename = {PeerRename::How::rotate, ((rank - c.representative) % n + n) % n, n,
+              c.representative};
   else
-    rename = {PeerRename::How::xor_bits, rank ^ c.representative, n};
+    rename = {PeerRename::How::xor_bits, rank ^ c.representative, n, c.representative};
   return class_program_;
 }
 

@@ -53,8 +53,10 @@ struct OpState {
   uint32_t chan_next = kNone;
   // The matched op of a send or receive, a signal or wait; a get's peer rank.
   uint32_t partner = kNone;
-  uint32_t dep_begin = 0;  // its dependents: Sim::dependents_[dep_begin, next op's dep_begin)
-  uint32_t bits = 0;       // rank << 8 | kind << 4 | flags (kStarted | kDone | kReady | kArrived)
+  // Its dependents: Sim::dependents_[dep_begin, next op's dep_begin) (unless
+  // Sim::shared_deps_).
+  uint32_t dep_begin = 0;
+  uint32_t bits = 0;  // rank << 8 | kind << 4 | flags (kStarted | kDone | kReady | kArrived)
 
   int rank() const { return static_cast<int>(bits >> 8); }
   OpKind kind() const { return static_cast<OpKind>((bits >> 4) & 15); }
@@ -122,6 +124,13 @@ class Sim {
   std::vector<uint32_t> base_;
   BigVector<OpState> ops_;
   BigVector<uint32_t> dependents_;
+  // Where every rank has one shape (ProgramSource::shape, PeerRename::shape):
+  // shared_deps_, and the dependents of rank r's op i are base_[r] +
+  // local_deps_[local_begin_[i] .. local_begin_[i + 1]), not dependents_.
+  bool shared_deps_ = false;
+  int shape_ = -1;
+  std::vector<uint32_t> local_begin_, local_deps_;
+  void unshare_deps(size_t ranks, uint32_t& next_dep);
   // The element counts the ops have, each once, and their bytes; count_id's
   // map from a count to its number, and a small cache of it.
   std::vector<size_t> counts_;
@@ -211,13 +220,22 @@ void Sim::index() {
     if (r == 0) {
       // Room for N ranks like rank 0, twice over: reserved, not touched, so
       // that ranks with more ops than it seldom move the arrays.
-      const size_t want = ops.size() * un, deps = ndeps * un;
+      const size_t want = ops.size() * un;
       ops_.reserve(std::min<size_t>(kNone, std::min(2 * want, want + (size_t{1} << 24)) + 1));
-      dependents_.reserve(std::min<size_t>(kNone, std::min(2 * deps, deps + (size_t{1} << 24))));
+      shape_ = rename.shape;
+      shared_deps_ = shape_ >= 0;
+    } else if (shared_deps_ && (rename.shape != shape_ || ops.size() != base_[1])) {
+      unshare_deps(r, next_dep);
     }
-    if (next_dep + ndeps >= kNone)
-      fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 deps in all");
-    dependents_.resize(next_dep + ndeps);
+    if (!shared_deps_) {
+      if (next_dep + ndeps >= kNone)
+        fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 deps in all");
+      if (dependents_.capacity() == 0) {
+        const size_t deps = ndeps * un;
+        dependents_.reserve(std::min<size_t>(kNone, std::min(2 * deps, deps + (size_t{1} << 24))));
+      }
+      dependents_.resize(next_dep + ndeps);
+    }
     for (size_t i = 0; i < ops.size(); ++i) {
       const Op& o = ops[i];
       const auto g = b + static_cast<uint32_t>(i);
@@ -289,7 +307,20 @@ void Sim::index() {
     std::vector<Side>().swap(theirs);
     // The rank's dependents in CSR form, each op's in ascending order:
     // dep_begin becomes the end of the op's range, then is counted back down
-    // to its start while the ops are visited last to first.
+    // to its start while the ops are visited last to first. With one shape
+    // for all, rank 0's are the only ones kept, by op index.
+    if (shared_deps_) {
+      if (r == 0) {
+        local_begin_.assign(ops.size() + 1, 0);
+        for (size_t i = 0; i < ops.size(); ++i)
+          local_begin_[i + 1] = local_begin_[i] + ops_[i].dep_begin;
+        local_deps_.resize(local_begin_.back());
+        for (size_t i = ops.size(); i-- > 0;)
+          for (auto d = ops[i].deps.rbegin(); d != ops[i].deps.rend(); ++d)
+            local_deps_[--ops_[*d].dep_begin + local_begin_[*d]] = static_cast<uint32_t>(i);
+      }
+      continue;
+    }
     for (size_t i = 0; i < ops.size(); ++i) {
       next_dep += ops_[b + i].dep_begin;
       ops_[b + i].dep_begin = next_dep;
@@ -303,6 +334,26 @@ void Sim::index() {
   bytes_.resize(counts_.size());
   for (size_t c = 0; c < counts_.size(); ++c) bytes_[c] = static_cast<double>(counts_[c]) * elem;
   if (!flag_ops_.empty()) match_flags();
+}
+
+// Rank `ranks` has a shape of its own: the dependents of ranks 0 ..
+// ranks - 1, which shared rank 0's, are laid out in dependents_ as if read
+// without sharing.
+void Sim::unshare_deps(size_t ranks, uint32_t& next_dep) {
+  shared_deps_ = false;
+  const size_t per_rank = local_deps_.size();
+  if (ranks * per_rank >= kNone)
+    fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 deps in all");
+  const size_t deps = per_rank * (base_.size() - 1);
+  dependents_.reserve(std::min<size_t>(kNone, std::min(2 * deps, deps + (size_t{1} << 24))));
+  dependents_.resize(ranks * per_rank);
+  for (size_t r = 0; r < ranks; ++r) {
+    const uint32_t b = base_[r];
+    for (size_t i = 0; i + 1 < local_begin_.size(); ++i)
+      ops_[b + i].dep_begin = next_dep + local_begin_[i];
+    for (size_t k = 0; k < per_rank; ++k) dependents_[next_dep + k] = b + local_deps_[k];
+    next_dep += static_cast<uint32_t>(per_rank);
+  }
 }
 
 // The number of an element count in counts_, a new one the first time.
@@ -675,6 +726,15 @@ void Sim::finish(uint32_t g, double t) {
   ++result_.ops;
   double& rt = result_.rank_time[static_cast<size_t>(s.rank())];
   rt = std::max(rt, t);
+  if (shared_deps_) {
+    const uint32_t b = base_[static_cast<size_t>(s.rank())];
+    const uint32_t i = g - b;
+    for (uint32_t k = local_begin_[i]; k < local_begin_[i + 1]; ++k) {
+      const uint32_t d = b + local_deps_[k];
+      if (--ops_[d].blockers == 0) start(d, t);
+    }
+    return;
+  }
   const uint32_t end = ops_[g + 1].dep_begin;
   for (uint32_t k = s.dep_begin; k < end; ++k) {
     const uint32_t d = dependents_[k];
@@ -693,6 +753,12 @@ void Sim::prefetch_ahead() const {
     return a != nullptr && a->kind == EventKind::op_done ? &ops_[a->id] : nullptr;
   };
   auto first_dependent = [&](const OpState* s) -> const OpState* {
+    if (shared_deps_) {
+      const uint32_t b = base_[static_cast<size_t>(s->rank())];
+      const auto i = static_cast<uint32_t>(s - ops_.data()) - b;
+      return local_begin_[i] != local_begin_[i + 1] ? &ops_[b + local_deps_[local_begin_[i]]]
+                                                    : nullptr;
+    }
     return s[0].dep_begin != s[1].dep_begin ? &ops_[dependents_[s->dep_begin]] : nullptr;
   };
   if (const OpState* s = op_done(kLookahead)) {
@@ -700,7 +766,7 @@ void Sim::prefetch_ahead() const {
     __builtin_prefetch(s + 1);
   }
   // A pointer, not a reference: an op without dependents may start at the end.
-  if (const OpState* s = op_done(kLookahead / 2))
+  if (const OpState* s = op_done(kLookahead / 2); s != nullptr && !shared_deps_)
     __builtin_prefetch(dependents_.data() + s->dep_begin);
   if (const OpState* s = op_done(kLookahead / 4)) {
     if (const OpState* d = first_dependent(s)) __builtin_prefetch(d);

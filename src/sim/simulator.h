@@ -111,6 +111,9 @@ struct PeerRename {
   How how = How::same;
   int by = 0;      // rotate: (p + by) mod nranks; xor_bits: p ^ by
   int nranks = 1;  // rotate
+  // >= 0: every rank whose shape comes with this number has this very shape
+  // (kinds, counts, deps); the run then keeps one copy of their deps.
+  int shape = -1;
   int operator()(int p) const {
     switch (how) {
       case How::rotate: {

@@ -153,6 +153,41 @@ TEST(ProgramSource, ARanksClassProgramRenamedIsItsOwnButForRegions) {
   EXPECT_GT(classed, 1000u);
 }
 
+// A source that says the first `shared` ranks have one shape (true of the
+// ring: the same kinds, counts and deps at every rank).
+class SharedShapes final : public ProgramSource {
+ public:
+  SharedShapes(std::vector<Program> programs, int shared)
+      : programs_(std::move(programs)), shared_(shared) {}
+  int nranks() const override { return static_cast<int>(programs_.size()); }
+  const Program& program(int rank) override { return programs_[static_cast<size_t>(rank)]; }
+  const Program& shape(int rank, PeerRename& rename) override {
+    rename = PeerRename{};
+    rename.shape = rank < shared_ ? 7 : -1;
+    return program(rank);
+  }
+
+ private:
+  std::vector<Program> programs_;
+  int shared_;
+};
+
+// Ranks that share one shape keep one copy of their deps; a rank with a
+// shape of its own, however late, changes nothing in the run.
+TEST(ProgramSource, SharedShapesGiveTheSameRunAsOwnOnes) {
+  const Algorithm& ring = *find_algorithm(Collective::allreduce, "ring");
+  const int n = 9;
+  const std::vector<Program> all = build_all(ring, {Collective::allreduce, n, 0, 900, 4, 0});
+  const auto topo = make_topology("switch", n, kLink, kLink);
+  SimOptions o{1, 1e-10, 4};
+  o.record_ops = true;
+  const SimResult want = simulate(all, *topo, o);
+  for (int shared : {0, 1, 2, 5, n - 1, n}) {
+    SharedShapes source(all, shared);
+    expect_same_run(simulate(source, *topo, o), want, str_cat("shared by ", shared, " ranks"));
+  }
+}
+
 TEST(ProgramSource, EachRankIsAskedForOnceInOrder) {
   const Algorithm& ring = *find_algorithm(Collective::allreduce, "ring");
   RecordingSource source(build_all(ring, {Collective::allreduce, 16, 0, 1 << 12, 4, 0}));
