@@ -1,6 +1,7 @@
 #include "sim_cli.h"
 
 #include "algorithms/algorithm.h"
+#include "algorithms/simulate.h"
 #include "analysis/sim_sweep.h"
 #include "core/check.h"
 #include "core/exact_sum.h"
@@ -113,7 +114,7 @@ void write_trace(const Args& a, const SimSweepSpec& spec, const Topology& topo, 
            format_size(spec.sizes[0]), ": ", s.reason);
   }
   cs.rank = 0;
-  const std::vector<Program> programs = build_all(al, cs);
+  AlgorithmPrograms programs(al, cs);
   SimOptions options = sweep_options(spec);
   options.record_ops = true;
   const SimResult res = simulate(programs, topo, options);
@@ -121,7 +122,7 @@ void write_trace(const Args& a, const SimSweepSpec& spec, const Topology& topo, 
   for (int r = 0; r < n; ++r) {
     RankTrace& rt = ranks[static_cast<size_t>(r)];
     rt.rank = r;
-    const Program& p = programs[static_cast<size_t>(r)];
+    const Program& p = programs.program(r);
     for (size_t i = 0; i < p.ops.size(); ++i) {
       const Op& o = p.ops[i];
       const OpTime& t = res.op_times[static_cast<size_t>(r)][i];

@@ -8,7 +8,8 @@
 //   (one command line)
 //
 // tools/chorus_sim.cc is a thin main over sim_cli_main; tests call it directly.
-// The sweep itself (and its JSON) is src/sim/sweep.h.
+// The sweep itself (and its JSON) is src/analysis/sim_sweep.h; each run
+// builds one rank's Program at a time (src/algorithms/simulate.h).
 #pragma once
 
 #include <iosfwd>

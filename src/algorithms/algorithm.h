@@ -37,6 +37,20 @@ struct Support {
   explicit operator bool() const { return ok; }
 };
 
+// Ranks whose Programs are one Program with the peers renamed: the same op
+// kinds, element counts, deps, steps and flags in the same order (the
+// regions may differ). What the simulator reads of a rank is that much
+// (ProgramSource::shape), so one Program serves the whole class.
+struct RankClass {
+  // The rank whose Program stands for spec.rank's, or -1: spec.rank's
+  // Program is its own.
+  int representative = -1;
+  // How spec.rank names the representative's peer p: rotate, p + (rank -
+  // representative) mod N (rings); xor_bits, p ^ representative ^ rank
+  // (hypercube partners).
+  enum class Rename : uint8_t { rotate, xor_bits } rename = Rename::rotate;
+};
+
 struct Algorithm {
   Collective collective = Collective::allreduce;
   std::string_view name;         // as CallOptions::algorithm and CHORUS_ALGO spell it
@@ -52,6 +66,9 @@ struct Algorithm {
   std::span<const ClosedForm> costs;
   // What N, count and root it serves, in words (for docs/ALGORITHMS.md).
   std::string_view constraints;
+  // Optional, for a spec that passed supports(): spec.rank's class
+  // (RankClass); nullptr: every rank's Program is its own.
+  RankClass (*rank_class)(const CollectiveSpec& spec) = nullptr;
 };
 
 // The registry's rows, in order.

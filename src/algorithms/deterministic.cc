@@ -1,5 +1,7 @@
 #include "algorithms/deterministic.h"
 
+#include "algorithms/simulate.h"
+
 #include "core/check.h"
 #include "core/exact_sum.h"
 
@@ -18,8 +20,7 @@ double part_seconds(const Algorithm& algo, const CollectiveSpec& spec, const Top
                     SimOptions options) {
   if (spec.nranks <= 1) return 0;
   options.elem_size = spec.elem_size;
-  const std::vector<Program> programs = build_all(algo, spec);
-  return simulate(programs, topology, options).time;
+  return simulate_algorithm(algo, spec, topology, options).time;
 }
 
 }  // namespace

@@ -233,6 +233,16 @@ Program build_recursive_halving_reduce_scatter(const CollectiveSpec& spec) {
   return std::move(b).finish();
 }
 
+// With N = 2^k every rank is a core rank, and rank c does what rank 0 does
+// with every partner c ^ d for 0 ^ d; where the count is a multiple of N
+// every window of one size holds as many elements on every rank, so rank 0's
+// Program renamed stands for every rank's.
+RankClass halving_doubling_class(const CollectiveSpec& spec) {
+  const int n = spec.nranks;
+  if (!is_pow2(n) || spec.count % static_cast<size_t>(n) != 0) return {};
+  return {0, RankClass::Rename::xor_bits};
+}
+
 // Halving: step j exchanges M/2^(j+1) and reduces it; doubling: the same
 // sizes backwards. Sums of the halves: (P-1)/P M each way.
 Prediction halving_doubling_time(int n, double m, const CostParams& p) {
@@ -297,7 +307,8 @@ extern const Algorithm kHalvingDoublingAllreduce{
     build_halving_doubling_allreduce,
     nullptr,
     kAllreduceCost,
-    "any N (the r = N - 2^k extras fold into partners)"};
+    "any N (the r = N - 2^k extras fold into partners)",
+    halving_doubling_class};
 extern const Algorithm kRecursiveHalvingReduceScatter{Collective::reduce_scatter,
                                                       "recursive_halving",
                                                       "log2 N steps halving the data held",

@@ -166,6 +166,19 @@ Program build_ring_reduce_scatter(const CollectiveSpec& spec) {
   return std::move(b).finish();
 }
 
+// Rank r does what rank 0 does with every rank number shifted by r: the same
+// ops, steps and deps, with blocks (r + k) for k. Where the blocks are of one
+// size (AllReduce: count a multiple of N; AllGather and ReduceScatter
+// always), so are the messages, and rank 0's Program renamed stands for
+// every rank's.
+RankClass ring_allreduce_class(const CollectiveSpec& spec) {
+  if (spec.count % static_cast<size_t>(spec.nranks) != 0) return {};
+  return {0, RankClass::Rename::rotate};
+}
+RankClass ring_block_class(const CollectiveSpec&) {
+  return {0, RankClass::Rename::rotate};
+}
+
 Prediction ring_allreduce_time(int n, double m, const CostParams& p) {
   const double steps = n - 1;
   const double chunk = m / n;
@@ -196,20 +209,23 @@ extern const Algorithm kRingAllreduce{Collective::allreduce,
                                       build_ring_allreduce,
                                       nullptr,
                                       kAllreduceCost,
-                                      "any N"};
+                                      "any N",
+                                      ring_allreduce_class};
 extern const Algorithm kRingAllgather{Collective::allgather,
                                       "ring",
                                       "N-1 steps passing blocks around the ring",
                                       build_ring_allgather,
                                       nullptr,
                                       kAllgatherCost,
-                                      "any N"};
+                                      "any N",
+                                      ring_block_class};
 extern const Algorithm kRingReduceScatter{Collective::reduce_scatter,
                                           "ring",
                                           "N-1 steps reducing partial sums around the ring",
                                           build_ring_reduce_scatter,
                                           nullptr,
                                           kReduceScatterCost,
-                                          "any N"};
+                                          "any N",
+                                          ring_block_class};
 
 }  // namespace chorus

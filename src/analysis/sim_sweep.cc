@@ -1,6 +1,7 @@
 #include "analysis/sim_sweep.h"
 
 #include "algorithms/deterministic.h"
+#include "algorithms/simulate.h"
 
 #include "core/check.h"
 #include "model/units.h"
@@ -59,7 +60,7 @@ SimSweep sim_sweep(const SimSweepSpec& spec, const Topology& topology) {
       const double time =
           spec.deterministic
               ? simulate_deterministic(*al, cs, spec.type, topology, sweep_options(spec))
-              : simulate(build_all(*al, cs), topology, sweep_options(spec)).time;
+              : simulate_algorithm(*al, cs, topology, sweep_options(spec)).time;
       SimRow row{m,
                  std::string(al->name),
                  time,

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <string>
+#include <unordered_map>
 
 #include <sys/mman.h>
 
@@ -24,7 +26,7 @@ using sim_internal::EventQueue;
 
 constexpr uint32_t kNone = kNoGlobalOp;
 // How many events ahead the run prefetches an op's state.
-constexpr size_t kLookahead = 16;
+constexpr size_t kLookahead = 64;
 
 // What a hop carries: a message, or a get's data (which books a copy's memory
 // traffic); a get's first hop holds nothing of the rank it reads from.
@@ -41,33 +43,52 @@ struct Flight {
 
 // What the run needs of one op, in one place: an event touches one op's state
 // in one cache line or two rather than a line in each of a dozen arrays.
+// 32 bytes, two to a cache line: at a million ops and more, this array is
+// most of the run's memory.
 struct OpState {
-  double bytes = 0;       // elements * elem_size
   double t = 0;           // receives, waits: when they started or were delivered, whichever
                           // came first; gets: when they started
+  uint32_t count = 0;     // its element count's number: Sim::bytes_[count] is its bytes
   uint32_t blockers = 0;  // deps not yet done, + 1 while the channel predecessor has not started
   uint32_t chan_next = kNone;
-  uint32_t partner = kNone;  // matched op of a send or receive, a signal or wait
-  uint32_t dep_begin = 0;    // its dependents: Sim::dependents_[dep_begin, next op's dep_begin)
-  int rank = 0;
-  OpKind kind = OpKind::copy;
-  uint8_t flags = 0;  // kStarted | kDone | kReady | kArrived
+  // The matched op of a send or receive, a signal or wait; a get's peer rank.
+  uint32_t partner = kNone;
+  // Its dependents: Sim::dependents_[dep_begin, next op's dep_begin) (unless
+  // Sim::shared_deps_).
+  uint32_t dep_begin = 0;
+  uint32_t bits = 0;  // rank << 8 | kind << 4 | flags (kStarted | kDone | kReady | kArrived)
+
+  int rank() const { return static_cast<int>(bits >> 8); }
+  OpKind kind() const { return static_cast<OpKind>((bits >> 4) & 15); }
 };
-constexpr uint8_t kStarted = 1;
-constexpr uint8_t kDone = 2;
-constexpr uint8_t kReady = 4;    // a receive, get or wait that has started
-constexpr uint8_t kArrived = 8;  // a receive or wait whose delivery time is known
+static_assert(sizeof(OpState) == 32);
+static_assert(kOpKindCount <= 16);
+constexpr uint32_t kStarted = 1;
+constexpr uint32_t kDone = 2;
+constexpr uint32_t kReady = 4;    // a receive, get or wait that has started
+constexpr uint32_t kArrived = 8;  // a receive or wait whose delivery time is known
+// Ranks must fit OpState::bits.
+constexpr size_t kMaxRanks = size_t{1} << 24;
 
 class Sim {
  public:
-  Sim(std::span<const Program> programs, const Topology& topo, const SimOptions& opt)
-      : programs_(programs), topo_(topo), opt_(opt) {}
+  Sim(ProgramSource& programs, const Topology& topo, const SimOptions& opt)
+      : source_(programs), topo_(topo), opt_(opt) {}
 
   SimResult run();
 
  private:
   void index();
-  void check_one_sided(size_t r, size_t i, const Op& o);
+  uint32_t count_id(size_t count);
+  struct Side;
+  void meet(const Side& send, const Side& recv);
+  [[noreturn]] void fail_matching() const;
+  [[noreturn]] void fail_index(const std::string& message) const;
+  void check_one_sided(size_t r, size_t i, OpKind kind, int peer, uint32_t flag);
+  // Rank r's op i, described as its Program has it: for errors.
+  std::string describe_op(size_t r, size_t i) const {
+    return describe(source_.program(static_cast<int>(r)).ops[i]);
+  }
   void match_flags();
   void prefetch_ahead() const;
   void push(double t, EventKind kind, uint32_t id) { queue_.push(t, kind, id); }
@@ -87,12 +108,14 @@ class Sim {
   void finish(uint32_t g, double t);
   void deliver(uint32_t recv, double t);
   void receive_ready(uint32_t g, double t);
-  const Op& op(uint32_t g) const {
-    const auto r = static_cast<size_t>(ops_[g].rank);
-    return programs_[r].ops[g - base_[r]];
+  // Op g as its rank's Program has it, asked of the source again: for errors.
+  Op op(uint32_t g) const {
+    const int r = ops_[g].rank();
+    return source_.program(r).ops[g - base_[static_cast<size_t>(r)]];
   }
+  double bytes_of(const OpState& s) const { return bytes_[s.count]; }
 
-  std::span<const Program> programs_;
+  ProgramSource& source_;
   const Topology& topo_;
   SimOptions opt_;
 
@@ -101,6 +124,36 @@ class Sim {
   std::vector<uint32_t> base_;
   BigVector<OpState> ops_;
   BigVector<uint32_t> dependents_;
+  // Where every rank has one shape (ProgramSource::shape, PeerRename::shape):
+  // shared_deps_, and the dependents of rank r's op i are base_[r] +
+  // local_deps_[local_begin_[i] .. local_begin_[i + 1]), not dependents_.
+  bool shared_deps_ = false;
+  int shape_ = -1;
+  std::vector<uint32_t> local_begin_, local_deps_;
+  void unshare_deps(size_t ranks, uint32_t& next_dep);
+  // The element counts the ops have, each once, and their bytes; count_id's
+  // map from a count to its number, and a small cache of it.
+  std::vector<size_t> counts_;
+  std::vector<double> bytes_;
+  std::unordered_map<size_t, uint32_t> count_ids_;
+  struct CountSlot {
+    size_t count = SIZE_MAX;
+    uint32_t id = 0;
+  };
+  std::array<CountSlot, 64> count_cache_{};
+  // One rank's side of a channel with `peer`: its sends to the peer (dir 0)
+  // or its receives from it (dir 1), the first op and how many; the rest
+  // follow through chan_next.
+  struct Side {
+    int peer;
+    uint32_t dir;
+    uint32_t head;
+    uint32_t len;
+  };
+  // pending_[b]: the sides of the channels between earlier ranks and rank b,
+  // by (peer, dir), waiting for b's to be read; met and freed then.
+  std::vector<std::vector<Side>> pending_;
+  std::vector<Side> mine_;  // the rank being read's sides with earlier ranks
 
   std::vector<double> send_free_, recv_free_, link_free_;
   // Per rank: when its CPU is free for local work (copies, reductions). A
@@ -130,58 +183,144 @@ class Sim {
   std::vector<OpTime> times_;  // by global op id, with record_ops
 };
 
+// Reads the Programs one rank at a time, in rank order, into the per-op
+// state, and links each channel's ops through chan_next on the way; the
+// sends and receives of each channel are met once all ranks are read
+// (meet_channels). Each op's state is written once, in order; its deps and
+// channel predecessor are earlier ops of its rank, already there. Deps name
+// ops of the same rank, so each rank's dependents are laid out while its ops
+// are still in cache. Only the rank being read need exist as a Program.
 void Sim::index() {
-  const size_t n = programs_.size();
-  base_.resize(n + 1);
+  const int n = source_.nranks();
+  const auto un = static_cast<size_t>(n);
+  if (un >= kMaxRanks)
+    fail(ErrorCode::invalid_argument, "simulate: ", n, " ranks, more than ", kMaxRanks - 1);
+  base_.resize(un + 1);
+  // A channel's first and last ops and length wait in first/last/len, by
+  // direction (0 send, 1 receive) and peer, until its rank's ops are read.
+  std::vector<uint32_t> last[2] = {std::vector<uint32_t>(un, kNone),
+                                   std::vector<uint32_t>(un, kNone)};
+  std::vector<uint32_t> first[2] = {std::vector<uint32_t>(un), std::vector<uint32_t>(un)};
+  std::vector<uint32_t> len[2] = {std::vector<uint32_t>(un, 0), std::vector<uint32_t>(un, 0)};
+  std::vector<int> peers[2];
+  pending_.assign(un, {});
+  const auto elem = static_cast<double>(opt_.elem_size);
   size_t total = 0;
-  for (size_t r = 0; r < n; ++r) {
-    base_[r] = static_cast<uint32_t>(total);
-    total += programs_[r].ops.size();
+  uint32_t next_dep = 0;  // where the next rank's dependents start
+  for (size_t r = 0; r < un; ++r) {
+    PeerRename rename;
+    const auto& ops = source_.shape(static_cast<int>(r), rename).ops;
+    const auto b = static_cast<uint32_t>(total);
+    base_[r] = b;
+    total += ops.size();
     if (total >= kNone)
       fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 ops in all");
-  }
-  base_[n] = static_cast<uint32_t>(total);
-  FlatMatchResult m = match_programs_flat(programs_);
-  if (m.error) fail(ErrorCode::invalid_argument, "simulate: ", m.error->message);
-
-  size_t ndeps = 0;
-  for (const Program& p : programs_)
-    for (const Op& o : p.ops) ndeps += o.deps.size();
-  dependents_.resize(ndeps);
-
-  // Each op's state is written once, in order; its deps and channel
-  // predecessor are earlier ops of its rank, already there. Deps name ops of
-  // the same rank, so each rank's dependents are laid out while its ops are
-  // still in cache.
-  ops_.reserve(total + 1);
-  const auto elem = static_cast<double>(opt_.elem_size);
-  uint32_t next_dep = 0;  // where the next rank's dependents start
-  for (size_t r = 0; r < n; ++r) {
-    const auto& ops = programs_[r].ops;
-    const uint32_t b = base_[r];
+    size_t ndeps = 0;
+    for (const Op& o : ops) ndeps += o.deps.size();
+    if (r == 0) {
+      // Room for N ranks like rank 0, twice over: reserved, not touched, so
+      // that ranks with more ops than it seldom move the arrays.
+      const size_t want = ops.size() * un;
+      ops_.reserve(std::min<size_t>(kNone, std::min(2 * want, want + (size_t{1} << 24)) + 1));
+      shape_ = rename.shape;
+      shared_deps_ = shape_ >= 0;
+    } else if (shared_deps_ && (rename.shape != shape_ || ops.size() != base_[1])) {
+      unshare_deps(r, next_dep);
+    }
+    if (!shared_deps_) {
+      if (next_dep + ndeps >= kNone)
+        fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 deps in all");
+      if (dependents_.capacity() == 0) {
+        const size_t deps = ndeps * un;
+        dependents_.reserve(std::min<size_t>(kNone, std::min(2 * deps, deps + (size_t{1} << 24))));
+      }
+      dependents_.resize(next_dep + ndeps);
+    }
     for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& o = ops[i];
+      const auto g = b + static_cast<uint32_t>(i);
       OpState& s = ops_.emplace_back();
-      s.rank = static_cast<int>(r);
-      s.kind = ops[i].kind;
-      s.bytes = static_cast<double>(op_count(ops[i])) * elem;
-      s.blockers += static_cast<uint32_t>(ops[i].deps.size());
-      for (OpIndex d : ops[i].deps) {
-        if (d >= i)
-          fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(ops[i]),
-               ") depends on op ", d, ", which is not an earlier op");
+      s.bits = static_cast<uint32_t>(r) << 8 | static_cast<uint32_t>(o.kind) << 4;
+      s.count = count_id(op_count(o));
+      s.blockers = static_cast<uint32_t>(o.deps.size());
+      for (OpIndex d : o.deps) {
+        if (d >= i) {
+          const OpIndex bad = d;
+          fail_index(str_cat("simulate: rank ", r, " op ", i, " (", describe_op(r, i),
+                             ") depends on op ", bad, ", which is not an earlier op"));
+        }
         ++ops_[b + d].dep_begin;  // for now, the number of its dependents
       }
-      const uint32_t cp = m.matching.channel_prev[b + i];
-      if (cp != kNoGlobalOp) {
-        ++s.blockers;
-        ops_[cp].chan_next = b + static_cast<uint32_t>(i);
+      const int peer = o.peer >= 0 && o.peer < n ? rename(o.peer) : o.peer;
+      if (has_peer(o.kind)) {
+        if (peer < 0 || peer >= n || static_cast<size_t>(peer) == r) fail_matching();
+        const int dir = o.kind == OpKind::send ? 0 : 1;
+        const auto up = static_cast<size_t>(peer);
+        const uint32_t prev = last[dir][up];
+        if (prev != kNone) {
+          ++s.blockers;
+          ops_[prev].chan_next = g;
+        } else {
+          peers[dir].push_back(peer);
+          first[dir][up] = g;
+        }
+        last[dir][up] = g;
+        ++len[dir][up];
       }
-      s.partner = m.matching.partner[b + i];  // kNoGlobalOp is kNone
-      if (is_one_sided(s.kind)) check_one_sided(r, i, ops[i]);
+      if (is_one_sided(o.kind)) {
+        check_one_sided(r, i, o.kind, peer, o.flag);
+        if (reads_remote(o.kind)) s.partner = static_cast<uint32_t>(peer);
+      }
     }
+    // The rank's channels: a side with a later rank waits for that rank; a
+    // side with an earlier rank meets the side that rank left, by (peer,
+    // dir) with dirs crossed: this rank's sends meet the peer's receives.
+    const auto ir = static_cast<int>(r);
+    for (uint32_t dir = 0; dir < 2; ++dir) {
+      for (int p : peers[dir]) {
+        const auto up = static_cast<size_t>(p);
+        const Side side{p, dir, first[dir][up], len[dir][up]};
+        if (p > ir)
+          pending_[up].push_back({ir, dir, side.head, side.len});
+        else
+          mine_.push_back(side);
+        last[dir][up] = kNone;
+        len[dir][up] = 0;
+      }
+      peers[dir].clear();
+    }
+    std::sort(mine_.begin(), mine_.end(), [](const Side& x, const Side& y) {
+      return x.peer != y.peer ? x.peer < y.peer : x.dir > y.dir;
+    });
+    std::vector<Side>& theirs = pending_[r];
+    if (theirs.size() != mine_.size()) fail_matching();
+    for (size_t j = 0; j < mine_.size(); ++j) {
+      const Side& m = mine_[j];
+      const Side& t = theirs[j];
+      if (m.peer != t.peer || m.dir == t.dir || m.len != t.len) fail_matching();
+      if (m.dir == 0)
+        meet(m, t);
+      else
+        meet(t, m);
+    }
+    mine_.clear();
+    std::vector<Side>().swap(theirs);
     // The rank's dependents in CSR form, each op's in ascending order:
     // dep_begin becomes the end of the op's range, then is counted back down
-    // to its start while the ops are visited last to first.
+    // to its start while the ops are visited last to first. With one shape
+    // for all, rank 0's are the only ones kept, by op index.
+    if (shared_deps_) {
+      if (r == 0) {
+        local_begin_.assign(ops.size() + 1, 0);
+        for (size_t i = 0; i < ops.size(); ++i)
+          local_begin_[i + 1] = local_begin_[i] + ops_[i].dep_begin;
+        local_deps_.resize(local_begin_.back());
+        for (size_t i = ops.size(); i-- > 0;)
+          for (auto d = ops[i].deps.rbegin(); d != ops[i].deps.rend(); ++d)
+            local_deps_[--ops_[*d].dep_begin + local_begin_[*d]] = static_cast<uint32_t>(i);
+      }
+      continue;
+    }
     for (size_t i = 0; i < ops.size(); ++i) {
       next_dep += ops_[b + i].dep_begin;
       ops_[b + i].dep_begin = next_dep;
@@ -190,26 +329,102 @@ void Sim::index() {
       for (auto d = ops[i].deps.rbegin(); d != ops[i].deps.rend(); ++d)
         dependents_[--ops_[b + *d].dep_begin] = b + static_cast<uint32_t>(i);
   }
+  base_[un] = static_cast<uint32_t>(total);
   ops_.emplace_back().dep_begin = next_dep;
+  bytes_.resize(counts_.size());
+  for (size_t c = 0; c < counts_.size(); ++c) bytes_[c] = static_cast<double>(counts_[c]) * elem;
   if (!flag_ops_.empty()) match_flags();
+}
+
+// Rank `ranks` has a shape of its own: the dependents of ranks 0 ..
+// ranks - 1, which shared rank 0's, are laid out in dependents_ as if read
+// without sharing.
+void Sim::unshare_deps(size_t ranks, uint32_t& next_dep) {
+  shared_deps_ = false;
+  const size_t per_rank = local_deps_.size();
+  if (ranks * per_rank >= kNone)
+    fail(ErrorCode::invalid_argument, "simulate: more than 2^32 - 1 deps in all");
+  const size_t deps = per_rank * (base_.size() - 1);
+  dependents_.reserve(std::min<size_t>(kNone, std::min(2 * deps, deps + (size_t{1} << 24))));
+  dependents_.resize(ranks * per_rank);
+  for (size_t r = 0; r < ranks; ++r) {
+    const uint32_t b = base_[r];
+    for (size_t i = 0; i + 1 < local_begin_.size(); ++i)
+      ops_[b + i].dep_begin = next_dep + local_begin_[i];
+    for (size_t k = 0; k < per_rank; ++k) dependents_[next_dep + k] = b + local_deps_[k];
+    next_dep += static_cast<uint32_t>(per_rank);
+  }
+}
+
+// The number of an element count in counts_, a new one the first time.
+uint32_t Sim::count_id(size_t count) {
+  CountSlot& slot = count_cache_[(count * 0x9E3779B97F4A7C15ull) >> 58];
+  if (slot.count == count) return slot.id;
+  auto [it, added] = count_ids_.try_emplace(count, static_cast<uint32_t>(counts_.size()));
+  if (added) counts_.push_back(count);
+  slot = {count, it->second};
+  return it->second;
+}
+
+// Meets the k-th send of a channel with its k-th receive (matching.h's
+// rule, as match_programs_flat meets them), sides of equal length. Any
+// problem, a receive without a send, a send without a receive or unequal
+// counts, is named by match_programs_flat (fail_matching), so that the
+// simulator reports the same first problem as the matching module.
+void Sim::meet(const Side& send, const Side& recv) {
+  uint32_t x = send.head, y = recv.head;
+  for (uint32_t k = 0; k < send.len; ++k) {
+    OpState& snd = ops_[x];
+    OpState& rcv = ops_[y];
+    if (snd.count != rcv.count) fail_matching();
+    snd.partner = y;
+    rcv.partner = x;
+    x = snd.chan_next;
+    y = rcv.chan_next;
+  }
+}
+
+// A problem with the matching of sends and receives: all Programs are asked
+// for again, and match_programs_flat names the first one.
+void Sim::fail_matching() const {
+  std::vector<Program> programs;
+  programs.reserve(base_.size() - 1);
+  for (int r = 0; r < source_.nranks(); ++r) programs.push_back(source_.program(r));
+  FlatMatchResult m = match_programs_flat(programs);
+  if (m.error) fail(ErrorCode::invalid_argument, "simulate: ", m.error->message);
+  fail(ErrorCode::internal,
+       "simulate: the Programs' sends and receives do not match, but "
+       "match_programs_flat finds no problem");
+}
+
+// A problem of one op: matching problems come first, as when all ranks were
+// matched before any op was read.
+void Sim::fail_index(const std::string& message) const {
+  {
+    std::vector<Program> programs;
+    for (int r = 0; r < source_.nranks(); ++r) programs.push_back(source_.program(r));
+    FlatMatchResult m = match_programs_flat(programs);
+    if (m.error) fail(ErrorCode::invalid_argument, "simulate: ", m.error->message);
+  }
+  fail(ErrorCode::invalid_argument, message);
 }
 
 // A one-sided op names a peer other than its rank, and a signal or wait a
 // flag below kMaxFlags; signals and waits are noted for match_flags.
-void Sim::check_one_sided(size_t r, size_t i, const Op& o) {
-  const auto n = programs_.size();
-  if (o.peer < 0 || static_cast<size_t>(o.peer) >= n || static_cast<size_t>(o.peer) == r)
-    fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(o),
-         ") names peer ", o.peer, " outside [0, ", n, ") or itself");
-  if (o.kind != OpKind::signal && o.kind != OpKind::wait) return;
-  if (o.flag >= kMaxFlags)
-    fail(ErrorCode::invalid_argument, "simulate: rank ", r, " op ", i, " (", describe(o),
-         ") names flag ", o.flag, ", not one of 0 .. ", kMaxFlags - 1);
-  const bool wait = o.kind == OpKind::wait;
-  const uint64_t from = wait ? static_cast<uint64_t>(o.peer) : r;
-  const uint64_t to = wait ? r : static_cast<uint64_t>(o.peer);
+void Sim::check_one_sided(size_t r, size_t i, OpKind kind, int peer, uint32_t flag) {
+  const auto n = static_cast<size_t>(source_.nranks());
+  if (peer < 0 || static_cast<size_t>(peer) >= n || static_cast<size_t>(peer) == r)
+    fail_index(str_cat("simulate: rank ", r, " op ", i, " (", describe_op(r, i), ") names peer ",
+                       peer, " outside [0, ", n, ") or itself"));
+  if (kind != OpKind::signal && kind != OpKind::wait) return;
+  if (flag >= kMaxFlags)
+    fail_index(str_cat("simulate: rank ", r, " op ", i, " (", describe_op(r, i), ") names flag ",
+                       flag, ", not one of 0 .. ", kMaxFlags - 1));
+  const bool wait = kind == OpKind::wait;
+  const uint64_t from = wait ? static_cast<uint64_t>(peer) : r;
+  const uint64_t to = wait ? r : static_cast<uint64_t>(peer);
   flag_ops_.push_back(
-      {(from * n + to) * kMaxFlags + o.flag, base_[r] + static_cast<uint32_t>(i), wait});
+      {(from * n + to) * kMaxFlags + flag, base_[r] + static_cast<uint32_t>(i), wait});
 }
 
 // Meets every wait with the signal of its (signalling rank, waiting rank,
@@ -221,7 +436,7 @@ void Sim::match_flags() {
     return a.key != b.key ? a.key < b.key : a.wait != b.wait ? b.wait : a.g < b.g;
   });
   auto where = [&](uint32_t g) {
-    const int r = ops_[g].rank;
+    const int r = ops_[g].rank();
     const OpIndex i = g - base_[static_cast<size_t>(r)];
     return str_cat("rank ", r, " op ", i, " (", describe(op(g)), ")");
   };
@@ -241,7 +456,7 @@ void Sim::match_flags() {
       const uint32_t wg = flag_ops_[w].g;
       if (w == j)
         fail(ErrorCode::invalid_argument, "simulate: ", where(wg), " has no matching signal: rank ",
-             op(wg).peer, " raises no flag ", op(wg).flag, " at rank ", ops_[wg].rank);
+             op(wg).peer, " raises no flag ", op(wg).flag, " at rank ", ops_[wg].rank());
       const uint32_t sg = flag_ops_[j].g;
       ops_[sg].partner = wg;
       ops_[wg].partner = sg;
@@ -404,11 +619,11 @@ void Sim::transfer(uint32_t g, int from, int to, double t, double bytes, HopKind
 
 void Sim::deliver(uint32_t recv, double t) {
   OpState& s = ops_[recv];
-  if (s.flags & kReady) {
+  if (s.bits & kReady) {
     receive_ready(recv, std::max(s.t, t));
   } else {
     s.t = t;
-    s.flags |= kArrived;
+    s.bits |= kArrived;
   }
 }
 
@@ -416,15 +631,15 @@ void Sim::deliver(uint32_t recv, double t) {
 // signal's) delivery time is known; t is the later of the two.
 void Sim::receive_ready(uint32_t g, double t) {
   const OpState& s = ops_[g];
-  if (s.kind == OpKind::recv_reduce || s.kind == OpKind::get_reduce) {
-    const double b = s.bytes;
+  if (s.kind() == OpKind::recv_reduce || s.kind() == OpKind::get_reduce) {
+    const double b = bytes_of(s);
     if (opt_.copy != nullptr) {
       // The reduction replaces the receive's copy: it costs the kernel's
       // excess over a copy, and one more read (of dst) per byte.
       const double extra = opt_.kernel != nullptr
                                ? std::max(0.0, opt_.kernel->at(b) - opt_.copy->at(b)) * b
                                : opt_.gamma * b;
-      t = work(s.rank, t, extra, b, 1);
+      t = work(s.rank(), t, extra, b, 1);
     } else {
       t += opt_.gamma * b;
     }
@@ -434,36 +649,37 @@ void Sim::receive_ready(uint32_t g, double t) {
 
 void Sim::start_one(uint32_t g, double t) {
   OpState& s = ops_[g];
-  s.flags |= kStarted;
+  s.bits |= kStarted;
   if (opt_.record_ops) times_[g].start = t;
-  switch (s.kind) {
+  const double b = bytes_of(s);
+  const int rank = s.rank();
+  switch (s.kind()) {
     case OpKind::copy:
       if (opt_.copy != nullptr)
-        t = work(s.rank, t, opt_.copy->at(s.bytes) * s.bytes, s.bytes, ComputeModel::kCopyTraffic);
+        t = work(rank, t, opt_.copy->at(b) * b, b, ComputeModel::kCopyTraffic);
       push(t, EventKind::op_done, g);
       break;
     case OpKind::reduce:
     case OpKind::divide:  // one pass of arithmetic over dst, as a reduce
       if (opt_.copy != nullptr) {
-        const double rate = opt_.kernel != nullptr ? opt_.kernel->at(s.bytes) : opt_.gamma;
-        push(work(s.rank, t, rate * s.bytes, s.bytes, ComputeModel::kReduceTraffic),
-             EventKind::op_done, g);
+        const double rate = opt_.kernel != nullptr ? opt_.kernel->at(b) : opt_.gamma;
+        push(work(rank, t, rate * b, b, ComputeModel::kReduceTraffic), EventKind::op_done, g);
       } else {
-        push(t + opt_.gamma * s.bytes, EventKind::op_done, g);
+        push(t + opt_.gamma * b, EventKind::op_done, g);
       }
       break;
     case OpKind::send:
       ++result_.messages;
-      transfer(g, s.rank, ops_[s.partner].rank, t, s.bytes, HopKind::message);
+      transfer(g, rank, ops_[s.partner].rank(), t, b, HopKind::message);
       break;
     case OpKind::recv:
     case OpKind::recv_reduce:
     case OpKind::wait:
-      if (s.flags & kArrived) {
+      if (s.bits & kArrived) {
         receive_ready(g, std::max(t, s.t));
       } else {
         s.t = t;
-        s.flags |= kReady;
+        s.bits |= kReady;
       }
       break;
     case OpKind::get:
@@ -472,8 +688,8 @@ void Sim::start_one(uint32_t g, double t) {
       // arrival completes the get (after the reduction, for get_reduce).
       ++result_.gets;
       s.t = t;
-      s.flags |= kReady;
-      transfer(g, op(g).peer, s.rank, t, s.bytes, HopKind::get_first);
+      s.bits |= kReady;
+      transfer(g, static_cast<int>(s.partner), rank, t, b, HopKind::get_first);
       break;
     case OpKind::signal: {
       // Done at once; the flag reaches the waiting rank after the route's
@@ -483,7 +699,7 @@ void Sim::start_one(uint32_t g, double t) {
       const uint32_t w = s.partner;
       if (w == kNone) break;
       route_.clear();
-      topo_.route(s.rank, ops_[w].rank, route_);
+      topo_.route(rank, ops_[w].rank(), route_);
       double arrives = t;
       for (const Hop& h : route_) arrives += topo_.classes()[h.link_class].one_sided_alpha();
       deliver(w, arrives);
@@ -505,11 +721,20 @@ void Sim::start(uint32_t g, double t) {
 
 void Sim::finish(uint32_t g, double t) {
   OpState& s = ops_[g];
-  s.flags |= kDone;
+  s.bits |= kDone;
   if (opt_.record_ops) times_[g].end = t;
   ++result_.ops;
-  double& rt = result_.rank_time[static_cast<size_t>(s.rank)];
+  double& rt = result_.rank_time[static_cast<size_t>(s.rank())];
   rt = std::max(rt, t);
+  if (shared_deps_) {
+    const uint32_t b = base_[static_cast<size_t>(s.rank())];
+    const uint32_t i = g - b;
+    for (uint32_t k = local_begin_[i]; k < local_begin_[i + 1]; ++k) {
+      const uint32_t d = b + local_deps_[k];
+      if (--ops_[d].blockers == 0) start(d, t);
+    }
+    return;
+  }
   const uint32_t end = ops_[g + 1].dep_begin;
   for (uint32_t k = s.dep_begin; k < end; ++k) {
     const uint32_t d = dependents_[k];
@@ -528,6 +753,12 @@ void Sim::prefetch_ahead() const {
     return a != nullptr && a->kind == EventKind::op_done ? &ops_[a->id] : nullptr;
   };
   auto first_dependent = [&](const OpState* s) -> const OpState* {
+    if (shared_deps_) {
+      const uint32_t b = base_[static_cast<size_t>(s->rank())];
+      const auto i = static_cast<uint32_t>(s - ops_.data()) - b;
+      return local_begin_[i] != local_begin_[i + 1] ? &ops_[b + local_deps_[local_begin_[i]]]
+                                                    : nullptr;
+    }
     return s[0].dep_begin != s[1].dep_begin ? &ops_[dependents_[s->dep_begin]] : nullptr;
   };
   if (const OpState* s = op_done(kLookahead)) {
@@ -535,14 +766,16 @@ void Sim::prefetch_ahead() const {
     __builtin_prefetch(s + 1);
   }
   // A pointer, not a reference: an op without dependents may start at the end.
-  if (const OpState* s = op_done(kLookahead / 2))
+  if (const OpState* s = op_done(kLookahead / 2); s != nullptr && !shared_deps_)
     __builtin_prefetch(dependents_.data() + s->dep_begin);
   if (const OpState* s = op_done(kLookahead / 4)) {
     if (const OpState* d = first_dependent(s)) __builtin_prefetch(d);
   }
   if (const OpState* s = op_done(kLookahead / 8)) {
     if (const OpState* d = first_dependent(s)) {
-      if (d->partner != kNone) __builtin_prefetch(&ops_[d->partner]);
+      // (A get's partner is a rank, not an op: prefetched all the same, a
+      // harmless load.)
+      if (d->partner != kNone) __builtin_prefetch(ops_.data() + d->partner);
       if (d->chan_next != kNone) __builtin_prefetch(&ops_[d->chan_next]);
     }
   }
@@ -550,9 +783,9 @@ void Sim::prefetch_ahead() const {
 
 SimResult Sim::run() {
   const int n = topo_.nranks();
-  if (static_cast<size_t>(n) != programs_.size())
+  if (n != source_.nranks())
     fail(ErrorCode::invalid_argument, "simulate: topology ", topo_.name(), " has ", n,
-         " ranks but ", programs_.size(), " programs were given");
+         " ranks but ", source_.nranks(), " programs were given");
   if (opt_.ports != 1 && opt_.ports != 2)
     fail(ErrorCode::invalid_argument, "simulate: ports must be 1 or 2, got ", opt_.ports);
   if (!(opt_.gamma >= 0))
@@ -579,7 +812,7 @@ SimResult Sim::run() {
 
   // Ops a channel successor of an earlier one started are skipped.
   for (uint32_t g = 0; g < total; ++g)
-    if (ops_[g].blockers == 0 && !(ops_[g].flags & kStarted)) start(g, 0.0);
+    if (ops_[g].blockers == 0 && !(ops_[g].bits & kStarted)) start(g, 0.0);
   while (!queue_.empty()) {
     const Event e = queue_.pop();
     prefetch_ahead();
@@ -597,22 +830,21 @@ SimResult Sim::run() {
   }
   if (result_.ops != total) {
     for (uint32_t g = 0; g < total; ++g)
-      if (!(ops_[g].flags & kDone)) {
-        const int r = ops_[g].rank;
-        const char* what = ops_[g].kind == OpKind::wait ? "signal" : "message";
+      if (!(ops_[g].bits & kDone)) {
+        const int r = ops_[g].rank();
+        const char* what = ops_[g].kind() == OpKind::wait ? "signal" : "message";
         fail(ErrorCode::internal, "simulate: deadlock: ", total - result_.ops,
              " ops never completed, first rank ", r, " op ", g - base_[static_cast<size_t>(r)],
              " (", describe(op(g)), ")",
-             (ops_[g].flags & kStarted) ? str_cat(" started but its ", what, " never arrived")
-                                        : std::string(" never started"));
+             (ops_[g].bits & kStarted) ? str_cat(" started but its ", what, " never arrived")
+                                       : std::string(" never started"));
       }
   }
   if (opt_.record_ops) {
     result_.op_times.resize(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
-      const auto from = times_.begin() + base_[static_cast<size_t>(r)];
-      result_.op_times[static_cast<size_t>(r)].assign(
-          from, from + static_cast<std::ptrdiff_t>(programs_[static_cast<size_t>(r)].ops.size()));
+      const auto ur = static_cast<size_t>(r);
+      result_.op_times[ur].assign(times_.begin() + base_[ur], times_.begin() + base_[ur + 1]);
     }
   }
   for (double t : result_.rank_time) result_.time = std::max(result_.time, t);
@@ -623,10 +855,15 @@ SimResult Sim::run() {
 
 }  // namespace
 
-SimResult simulate(std::span<const Program> programs, const Topology& topology,
-                   const SimOptions& options) {
+SimResult simulate(ProgramSource& programs, const Topology& topology, const SimOptions& options) {
   Sim sim(programs, topology, options);
   return sim.run();
+}
+
+SimResult simulate(std::span<const Program> programs, const Topology& topology,
+                   const SimOptions& options) {
+  ProgramSpan source(programs);
+  return simulate(source, topology, options);
 }
 
 }  // namespace chorus

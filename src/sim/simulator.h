@@ -104,11 +104,71 @@ struct SimResult {
   std::vector<std::vector<OpTime>> op_times;
 };
 
+// How a rank names the peers of a Program it shares with others
+// (ProgramSource::shape): peer p of that Program is its peer rename(p).
+struct PeerRename {
+  enum class How : uint8_t { same, rotate, xor_bits };
+  How how = How::same;
+  int by = 0;      // rotate: (p + by) mod nranks; xor_bits: p ^ by
+  int nranks = 1;  // rotate
+  // >= 0: every rank whose shape comes with this number has this very shape
+  // (kinds, counts, deps); the run then keeps one copy of their deps.
+  int shape = -1;
+  int operator()(int p) const {
+    switch (how) {
+      case How::rotate: {
+        const int q = p + by;
+        return q >= nranks ? q - nranks : q;
+      }
+      case How::xor_bits:
+        return p ^ by;
+      case How::same:
+        break;
+    }
+    return p;
+  }
+};
+
+// The Programs of a run, asked for one rank at a time: the simulator reads
+// each rank's once, in rank order, into its own compact per-op state, so the
+// N Programs need never exist together (algorithms/simulate.h builds each
+// when asked, or one per class of ranks). A rank's exact Program is asked
+// again only to name one of its ops in an error.
+class ProgramSource {
+ public:
+  virtual ~ProgramSource() = default;
+  virtual int nranks() const = 0;
+  // Rank r's Program (0 <= r < nranks()); valid until the next call.
+  virtual const Program& program(int rank) = 0;
+  // What the run reads of rank r: a Program with r's op kinds, element
+  // counts, deps, steps and flags, whose peer p is r's peer rename(p) (its
+  // regions may be another rank's); valid until the next call. By default
+  // program(r) itself.
+  virtual const Program& shape(int rank, PeerRename& rename) {
+    rename = PeerRename{};
+    return program(rank);
+  }
+};
+
+// Programs that all exist already: programs[r] is rank r's.
+class ProgramSpan final : public ProgramSource {
+ public:
+  explicit ProgramSpan(std::span<const Program> programs) : programs_(programs) {}
+  int nranks() const override { return static_cast<int>(programs_.size()); }
+  const Program& program(int rank) override { return programs_[static_cast<size_t>(rank)]; }
+
+ private:
+  std::span<const Program> programs_;
+};
+
 // Simulates programs[r] as rank r's Program on `topology` (which must have
 // programs.size() ranks). Throws Error(invalid_argument) on programs that do
 // not match (naming the ops) and Error(internal) on a deadlock (naming a
 // stuck op).
 SimResult simulate(std::span<const Program> programs, const Topology& topology,
                    const SimOptions& options);
+// The same with each rank's Program taken from `programs` when the run
+// reaches it; the result is the same as with all of them built first.
+SimResult simulate(ProgramSource& programs, const Topology& topology, const SimOptions& options);
 
 }  // namespace chorus
