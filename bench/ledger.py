@@ -101,7 +101,7 @@ def figure(name, unit, what, anchor, quick, measure, stat="anchor/value", better
 class Context:
     def __init__(self, args):
         self.quick = args.quick
-        self.rounds = args.rounds or (3 if args.quick else 5)
+        self.rounds = args.rounds or 3
         self.build = os.path.abspath(os.environ.get("BUILD_DIR", os.path.join(ROOT, "build")))
         self.perf = os.path.join(self.build, "tools", "chorus-perf")
         self.run = os.path.join(self.build, "tools", "chorus-run")
@@ -253,9 +253,9 @@ def stream_rate(ctx):
 # (n, transport) -> sweeps (each one job per system and round): small sizes
 # with many calls, large ones with few.
 SWEEPS_FULL = {
-    (2, "shm"): [("8", "32K", 8, 500, 50), ("512K", "256M", 8, 10, 3)],
-    (4, "shm"): [("8", "32K", 8, 300, 30), ("512K", "256M", 8, 6, 2)],
-    (2, "tcp"): [("8", "32K", 8, 300, 30), ("1M", "16M", 4, 10, 3)],
+    (2, "shm"): [("8", "32K", 8, 300, 30), ("512K", "256M", 8, 5, 2)],
+    (4, "shm"): [("8", "32K", 8, 100, 10), ("512K", "256M", 8, 3, 1)],
+    (2, "tcp"): [("8", "32K", 8, 200, 20), ("1M", "16M", 4, 5, 2)],
 }
 SWEEPS_QUICK = {
     (2, "shm"): [("8", "32K", 64, 200, 20), ("4M", "256M", 64, 3, 1)],
@@ -504,22 +504,31 @@ def regret_rounds(ctx, ranks, transport, launcher=None):
 
 def learning_cost(ctx, first):
     """8 B, N=2 shm, out of place: the default tuner's mean per call over 30-call
-    jobs against the best algorithm forced, in the same jobs' turns. first:
-    the first job of a fresh cache; else jobs after a 300-call learning job."""
+    jobs (no warm-up: every call counts) against the best algorithm forced in
+    jobs taking turns with them. first: each job the first of a fresh cache;
+    else the jobs follow a 300-call learning job in their cache. A round's
+    value and anchor are the medians of its 3 jobs of each, so that one
+    hiccup in a 30-call job does not decide the round."""
     def measure():
         ctx.need(ctx.perf, "chorus-perf")
         forced = "recursive_doubling"
         args = ["allreduce", "--ranks", "2", "--transport", "shm", "-b", "8", "-e", "8",
-                "-c", "0", "-w", "0", "--min-time", "0"]
+                "-c", "0", "-w", "0", "--min-time", "0", "-n", "30"]
         rounds = []
         for r in range(ctx.rounds):
             cache = tempfile.mkdtemp(dir=ctx.scratch)
             env = dict(ctx.env, XDG_CACHE_HOME=cache)
             if not first:
-                perf_rows(ctx.perf, args[:-4] + ["-n", "300", "-w", "0"], env)
-            auto = perf_rows(ctx.perf, args + ["-n", "30", "-a", "auto"], env)
-            best = perf_rows(ctx.perf, args + ["-n", "30", "-a", forced], env)
-            rounds.append((auto[0]["out_of_place"]["time_us"], best[0]["out_of_place"]["time_us"]))
+                perf_rows(ctx.perf, args[:-2] + ["-n", "300"], env)
+            auto, best = [], []
+            for _ in range(3):
+                if first:
+                    shutil.rmtree(cache, ignore_errors=True)
+                    os.makedirs(cache)
+                auto.append(perf_rows(ctx.perf, args + ["-a", "auto"], env)[0])
+                best.append(perf_rows(ctx.perf, args + ["-a", forced], env)[0])
+            rounds.append((statistics.median(x["out_of_place"]["time_us"] for x in auto),
+                           statistics.median(x["out_of_place"]["time_us"] for x in best)))
             shutil.rmtree(cache, ignore_errors=True)
         return rounds
     return ctx.once(("learning", first), measure)
@@ -550,14 +559,15 @@ def register_tuner():
                measure=lambda ctx, r=ranks, t=transport: regret_rounds(ctx, r, t),
                stat="value", better="lower", group="tuner", anchor_unit="x")
     figure("tuner learning cost, later jobs, 8 B", unit="x forced",
-           what="default tuner, N=2 shm 8 B out of place: mean per call of a 30-call job "
+           what="default tuner, N=2 shm 8 B out of place: mean per call of 30-call jobs "
                 "(no warm-up) after a 300-call learning job in the same fresh cache, against "
-                "recursive_doubling forced in a 30-call job", anchor="recursive_doubling forced",
+                "recursive_doubling forced in 30-call jobs (per round the median of 3 jobs of "
+                "each)", anchor="recursive_doubling forced",
            quick=True, measure=lambda ctx: learning_cost(ctx, False), stat="value/anchor",
            better="lower", target=("<=", 1.10, "<= 1.10x the best from the second job (issue 40)"),
            group="tuner")
     figure("tuner learning cost, first job, 8 B", unit="x forced",
-           what="as above, the first 30-call job of a fresh cache",
+           what="as above, each job the first of a fresh cache",
            anchor="recursive_doubling forced", quick=True,
            measure=lambda ctx: learning_cost(ctx, True), stat="value/anchor", better="lower",
            target=("<=", 2.0, "<= 2x the best in the first job (issue 40)"), group="tuner")
@@ -1075,7 +1085,8 @@ def commit_id():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the subset (make bench QUICK=1)")
-    ap.add_argument("--rounds", type=int, help="rounds per figure (3 quick, 5 full)")
+    ap.add_argument("--rounds", type=int, help="rounds per figure where the figure does not "
+                    "say otherwise (default 3)")
     ap.add_argument("--only", help="only the figures whose name matches this regex")
     ap.add_argument("--out", help="the ledger file (default bench/ledger/<commit>.json)")
     ap.add_argument("--list", action="store_true", help="list the figures and exit")
