@@ -110,3 +110,12 @@ def test_the_threshold_is_the_larger_spread():
     assert m.compare(old, new)[0][1] == "same"
     new["f"]["spread"] = 0.05
     assert m.compare(old, new)[0][1] == "regressed"
+
+
+def test_a_figure_missing_in_both_is_reported_with_both_reasons(tmp_path):
+    gone = {"name": "overlap", "unit": "x", "better": "higher"}
+    old = ledger(tmp_path, "old", [dict(gone, missing="no subcommand yet")])
+    new = ledger(tmp_path, "new", [dict(gone, missing="still none")])
+    code, out = run(old, new)
+    assert code == 0, out
+    assert "missing in both" in out and "no subcommand yet" in out and "still none" in out
