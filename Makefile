@@ -5,6 +5,9 @@
 #   make test SANITIZE=address ASan+UBSan build in build-address/
 #   make test SANITIZE=thread  TSan build in build-thread/
 #   make demo                  chorus-perf: AllReduce on 4 local ranks over shared memory, every algorithm
+#   make bench                 the benchmark ledger (bench/ledger.py): every promised figure
+#                              against its anchor -> bench/ledger/<commit>.json (<= 60 min here)
+#   make bench QUICK=1         its quick subset (<= 10 min here)
 #   make fuzz                  the libFuzzer targets of fuzz/ (clang) in build-fuzz/fuzz/
 #   make format                clang-format every C++ source in place (.clang-format)
 #   make format-check          fails, naming the lines, where a source is not formatted
@@ -21,7 +24,7 @@ FUZZ_SECONDS ?= 5
 export ASAN_OPTIONS ?= allocator_may_return_null=1
 export TSAN_OPTIONS ?= allocator_may_return_null=1
 
-.PHONY: all deps configure build fuzz test demo install clean format format-check
+.PHONY: all deps configure build fuzz test demo bench install clean format format-check
 
 all: build
 
@@ -51,6 +54,16 @@ test: build fuzz
 DEMO_RANKS := $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -ge 2 ] 2>/dev/null || n=2; echo $$n)
 demo: build
 	@$(BUILD_DIR)/tools/chorus-perf allreduce --ranks $(DEMO_RANKS) --transport shm -b 8 -e 64M -a all
+
+# The ledger holds /tmp/chorus-bench.lock while it measures, so that no two
+# benchmarks run at once on this host (whoever benchmarks here takes it too).
+QUICK ?=
+BENCH_LOCK ?= /tmp/chorus-bench.lock
+bench: configure
+	@scripts/install-deps.sh libopenmpi-dev mpich libmpich-dev
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target ledger-tools
+	@BUILD_DIR=$(abspath $(BUILD_DIR)) flock $(BENCH_LOCK) \
+	  /usr/bin/python3 bench/ledger.py --verbose $(if $(filter-out 0,$(QUICK)),--quick)
 
 install: build
 	@cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
