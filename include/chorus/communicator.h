@@ -287,7 +287,10 @@ class Communicator {
   // (successfully or not), exactly once, on the thread that completed it (the
   // progress thread, or a caller inside wait(), done() or another call) after
   // that thread has let go of the communicator: it may call chorus, and must
-  // not block for long. What a framework's futures hang on.
+  // not block for long. The Work is done (done(), is_completed(), wait())
+  // only once `on_complete` has returned, so a wait() on another thread
+  // never returns before it; inside it, wait() on its own Work returns at
+  // once. What a framework's futures hang on.
   Work submit(const Call& call, std::function<void()> on_complete);
   // Runs `call` to its end, on this thread: the blocking form of submit(),
   // which every blocking named call is (submit(call).wait() hands the call

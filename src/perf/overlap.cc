@@ -66,11 +66,15 @@ OverlapReport run_overlap(Communicator& comm, const PerfOptions& options) {
       comm.allreduce(send.data(), recv.data(), count, DataType::float32, ReduceOp::sum);
     };
     for (int i = 0; i < options.warmup; ++i) blocking();
-    // A first estimate of A sizes the compute loop.
-    comm.barrier();
-    t0 = std::chrono::steady_clock::now();
-    blocking();
-    const double a0 = slowest(comm, seconds_since(t0));
+    // An estimate of A, the median of a few calls, sizes the compute loop.
+    std::vector<double> probes;
+    for (int i = 0; i < 5; ++i) {
+      comm.barrier();
+      t0 = std::chrono::steady_clock::now();
+      blocking();
+      probes.push_back(slowest(comm, seconds_since(t0)));
+    }
+    const double a0 = median(probes);
     const long iterations = std::max<long>(1, static_cast<long>(a0 * rate));
     std::vector<double> as, cs, ts;
     for (int round = 0; round < options.iters; ++round) {

@@ -4,7 +4,8 @@
 // Each round, on every rank, with a barrier before each part:
 //   A  a blocking AllReduce of the size;
 //   C  the compute loop alone (a calibrated arithmetic loop, no memory traffic
-//      and no chorus call), sized once so that C is about A;
+//      and no chorus call), sized once so that C is about A (the median of 5
+//      blocking calls);
 //   T  allreduce_async, the compute loop, then wait(): nothing of chorus runs
 //      on the caller's thread between the submit and the wait.
 // overlap = (A + C - T) / min(A, C), from the medians over the rounds (each

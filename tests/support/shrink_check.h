@@ -19,7 +19,8 @@ namespace chorus::test {
 using Die = std::function<void()>;
 
 // Rank `victim` dies between two AllReduces (`inside` false) or in the
-// middle of a large one (`inside` true); every survivor must raise, shrink
+// middle of a large one (`inside` true), which the even ranks' progress
+// threads drive and the odd ranks' callers; every survivor must raise, shrink
 // to size() - 1 with the ranks renumbered in order, and run an exact
 // AllReduce on the new communicator. With `second` >= 0, that rank dies too,
 // once the others are in the shrink (it never calls it); the survivors then
@@ -30,7 +31,8 @@ std::vector<std::string> check_shrink_after_death(Communicator& comm, int victim
                                                   std::optional<Communicator>* next = nullptr);
 
 // Rank 0 revokes the communicator from a second thread while every rank is
-// blocked in a receive that nothing will meet: every rank's call must raise
+// blocked in a receive that nothing will meet (the even ranks' progress
+// threads wait in the transport for it, the odd ranks' callers): every rank's call must raise
 // revoked within `bound_ms` of the revoke, and so must a later call; then
 // all shrink to the same size and run an exact AllReduce. `measured_ms`
 // receives this rank's time from the revoke to its error (the ranks share
