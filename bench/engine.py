@@ -46,7 +46,7 @@ def perf_times(perf, ranks, transport, extra, env, iters):
     rows = perf_rows(perf, ["allreduce", "--ranks", str(ranks), "--transport", transport,
                             "-b", "8", "-e", "4K", "-f", "8", "-n", str(iters), "-w", "20",
                             "-c", "0"] + extra, env=env)
-    return {r["bytes"]: r["out_of_place"]["time_us"] for r in rows}
+    return {r["size_B"]: r["out_of_place"]["time_us"] for r in rows}
 
 
 def table_ratio(title, sides, per_round, note):
@@ -148,7 +148,9 @@ def main():
         if "idle" in only:
             out = subprocess.run([run, "-n", str(ranks), "--transport", transport,
                                   "/usr/bin/python3", "-c", IDLE_SCRIPT, str(a.idle)],
-                                 check=True, env=thread, capture_output=True, text=True).stdout
+                                 check=True, capture_output=True, text=True,
+                                 env=dict(thread, PYTHONPATH=os.path.join(a.build, "python"))
+                                 ).stdout
             shares = [float(line.split("IDLE")[1]) for line in out.splitlines() if "IDLE" in line]
             print(f"\n### Idle: CPU of a process with a communicator, {a.idle:g} s, nothing "
                   f"outstanding\n\nper rank: " +
