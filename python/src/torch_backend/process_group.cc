@@ -145,18 +145,20 @@ void ProcessGroupChorus::Op::one_done() {
   work->complete(error);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(c10d::OpType type,
-                                                           const std::string& call,
-                                                           std::vector<at::Tensor> outputs,
-                                                           Start start,
-                                                           std::function<void()> finish) {
+std::shared_ptr<ProcessGroupChorus::Op> ProcessGroupChorus::new_op(c10d::OpType type,
+                                                                   const std::string& call,
+                                                                   std::vector<at::Tensor> outputs,
+                                                                   std::function<void()> finish) {
   if (stopping_.load()) unsupported(call, "the process group is being destroyed");
   auto op = std::make_shared<Op>();
   op->work = c10::make_intrusive<ChorusWork>(rank_, type, call, std::move(outputs));
   op->finish = std::move(finish);
   op->unfinished = unfinished_;
   unfinished_->fetch_add(1);
-  c10::intrusive_ptr<c10d::Work> work = op->work;
+  return op;
+}
+
+void ProcessGroupChorus::run_start(const std::shared_ptr<Op>& op, Start start) {
   try {
     Calls calls(comm_, op);
     start(calls);
@@ -164,6 +166,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(c10d::OpType type,
     op->start_error = std::current_exception();
   }
   op->start = std::move(start);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(c10d::OpType type,
+                                                           const std::string& call,
+                                                           std::vector<at::Tensor> outputs,
+                                                           Start start,
+                                                           std::function<void()> finish) {
+  std::shared_ptr<Op> op = new_op(type, call, std::move(outputs), std::move(finish));
+  c10::intrusive_ptr<c10d::Work> work = op->work;
+  run_start(op, std::move(start));
   {
     std::lock_guard lock(op->mu);
     static_cast<ChorusWork&>(*work).set_calls(op->calls);
@@ -177,25 +189,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue_blocking(c10d::OpType
                                                                     std::vector<at::Tensor> outputs,
                                                                     Start start,
                                                                     std::function<void()> finish) {
-  if (stopping_.load()) unsupported(call, "the process group is being destroyed");
-  auto op = std::make_shared<Op>();
-  op->work = c10::make_intrusive<ChorusWork>(rank_, type, call, std::move(outputs));
-  op->finish = std::move(finish);
-  op->unfinished = unfinished_;
-  unfinished_->fetch_add(1);
+  std::shared_ptr<Op> op = new_op(type, call, std::move(outputs), std::move(finish));
   c10::intrusive_ptr<c10d::Work> work = op->work;
   std::lock_guard lock(threads_mu_);
-  threads_.emplace_back([this, op, start = std::move(start)] {
+  threads_.emplace_back([this, op, start = std::move(start)]() mutable {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    try {
-      Calls calls(comm_, op);
-      start(calls);
-    } catch (...) {
-      op->start_error = std::current_exception();
-    }
-    op->start = start;
+    run_start(op, std::move(start));
     op->one_done();
   });
   return work;

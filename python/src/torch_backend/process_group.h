@@ -180,6 +180,12 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
     // One chorus call (or the start) ended; the last one completes the call.
     void one_done();
   };
+  // A call's Op, counted among the group's unfinished calls (or
+  // unsupported() while the group is being destroyed).
+  std::shared_ptr<Op> new_op(c10d::OpType type, const std::string& call,
+                             std::vector<at::Tensor> outputs, std::function<void()> finish);
+  // Runs `start` (its error kept as the call's) and keeps it with the Op.
+  void run_start(const std::shared_ptr<Op>& op, Start start);
   // A run of elements of a tensor, in bytes (for uneven all_to_all).
   struct Block {
     size_t offset = 0;
