@@ -21,9 +21,9 @@ namespace chorus::perf {
 namespace {
 
 // The collectives "all" sweeps, in this order.
-constexpr Collective kSwept[] = {Collective::allreduce,      Collective::allgather,
-                                 Collective::reduce_scatter, Collective::broadcast,
-                                 Collective::reduce,         Collective::alltoall};
+constexpr Collective kSwept[] = {
+    Collective::allreduce, Collective::allgather, Collective::reduce_scatter, Collective::broadcast,
+    Collective::reduce,    Collective::alltoall,  Collective::gather,         Collective::scatter};
 
 [[noreturn]] void bad(const std::string& flag, const std::string& value, const std::string& why) {
   fail(ErrorCode::invalid_argument, "chorus-perf: ", flag, " '", value, "': ", why,
@@ -118,10 +118,23 @@ std::string format_cell(const PerfCell& c, bool checked) {
          right(checked ? std::to_string(c.wrong) : "N/A", 7);
 }
 
+// "allreduce|allgather|...|all" and "sum prod ... bxor", from types.h's names.
+std::string swept_names() {
+  std::string out;
+  for (Collective c : kSwept) out += str_cat(to_string(c), "|");
+  return out + "all";
+}
+std::string op_names() {
+  std::string out;
+  for (int o = 0; o < kReduceOpCount; ++o)
+    out += str_cat(o ? " " : "", to_string(static_cast<ReduceOp>(o)));
+  return out;
+}
+
 }  // namespace
 
 std::string perf_usage() {
-  return R"(usage: chorus-perf <allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall|all> [flags]
+  return "usage: chorus-perf <" + swept_names() + R"(> [flags]
        chorus-perf overlap [-b SIZE] [-e SIZE] [-n ROUNDS] [--ranks N] [--transport T] [--json FILE]
        chorus-perf --tuning-report
   -b, --minbytes SIZE      smallest size (default 8; K, M, G suffixes)
@@ -135,8 +148,10 @@ std::string perf_usage() {
   -c, --check 0|1          check every element of every rank (default 1)
   -d, --datatype T|all     int8 uint8 int32 uint32 int64 uint64 float16 bfloat16
                            float32 float64 (default float32)
-  -o, --op OP|all          sum prod min max avg (default sum)
-  -r, --root R             root of broadcast and reduce (default 0)
+  -o, --op OP|all          )" +
+         op_names() + R"( (default sum; band, bor and bxor:
+                           integer types only)
+  -r, --root R             root of broadcast, reduce, gather and scatter (default 0)
   -z, --blocking 0|1       1: each call completes before the next; 0: the
                            calls are all launched before the first wait
   -a, --algo NAMES         auto (chorus chooses), all (every algorithm that

@@ -357,9 +357,10 @@ int verify_cli_main(int argc, const char* const* argv, std::ostream& out, std::o
   CLI::App app{"chorus-verify: prove algorithms symbolically and print their message counts"};
   app.set_version_flag("--version", "chorus-verify " CHORUS_VERSION);
   Args a;
-  auto* collective_opt = app.add_option(
-      "collective", a.collective,
-      "allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, barrier or all");
+  std::string collectives;
+  for (int c = 0; c < kCollectiveCount; ++c)
+    collectives += str_cat(to_string(static_cast<Collective>(c)), ", ");
+  auto* collective_opt = app.add_option("collective", a.collective, collectives + "or all");
   auto* markdown_opt =
       app.add_flag("--markdown", a.markdown,
                    "print the registry as docs/ALGORITHMS.md's table (closed forms, constraints, "
@@ -368,7 +369,7 @@ int verify_cli_main(int argc, const char* const* argv, std::ostream& out, std::o
   app.add_option("--ranks,-n", a.ranks, "rank counts, comma separated");
   app.add_option("--count,-c", a.count, "count as the API takes it (elements)");
   app.add_option("--elem-size", a.elem_size, "bytes per element")->check(CLI::PositiveNumber);
-  app.add_option("--root,-r", a.root, "root of broadcast and reduce");
+  app.add_option("--root,-r", a.root, "root of broadcast, reduce, gather and scatter");
   app.add_option("--algo,-a", a.algos, "algorithm names, comma separated, or all");
   app.add_option("--hosts", a.hosts,
                  "the ranks' hosts, as the hierarchical algorithms need: K (hosts of K "

@@ -19,6 +19,8 @@
 //   allreduce, broadcast, reduce:  send == recv
 //   allgather:                     send == recv + rank * send_count * elem_size
 //   reduce_scatter:                recv == send + rank * recv_count * elem_size
+//   gather (on the root):          send == recv + root * count * elem_size
+//   scatter (on the root):         recv == send + root * count * elem_size
 //
 // Example:
 //   chorus::testing::run_ranks(4, [](chorus::Communicator& comm) {
@@ -157,7 +159,7 @@ struct Call {
   size_t count = 0;      // elements, as types.h's Collective says; a message's length
   DataType type = DataType::float32;
   ReduceOp op = ReduceOp::sum;  // allreduce, reduce_scatter, reduce
-  int root = 0;                 // broadcast, reduce
+  int root = 0;                 // broadcast, reduce, gather, scatter
   int peer = -1;                // Kind::send, Kind::recv: the other rank
   CallOptions options;
 
@@ -174,6 +176,10 @@ struct Call {
   static Call alltoall(const void* send, void* recv, size_t count, DataType type,
                        CallOptions options = {});
   static Call barrier(CallOptions options = {});
+  static Call gather(const void* send, void* recv, size_t count, DataType type, int root,
+                     CallOptions options = {});
+  static Call scatter(const void* send, void* recv, size_t count, DataType type, int root,
+                      CallOptions options = {});
   static Call send_to(const void* buf, size_t count, DataType type, int peer,
                       CallOptions options = {});
   static Call recv_from(void* buf, size_t count, DataType type, int peer, CallOptions options = {});
@@ -321,6 +327,14 @@ class Communicator {
   // block j of recv receives rank j's block rank(). Buffers must not overlap.
   void alltoall(const void* send, void* recv, size_t count, DataType type,
                 const CallOptions& options = {});
+  // recv on root = concat over ranks j of rank j's send (count elements each;
+  // recv holds size()*count and is written on the root only).
+  void gather(const void* send, void* recv, size_t count, DataType type, int root,
+              const CallOptions& options = {});
+  // send on root holds size() blocks of `count` elements (read on the root
+  // only); rank j receives block j into recv.
+  void scatter(const void* send, void* recv, size_t count, DataType type, int root,
+               const CallOptions& options = {});
 
   // Point to point. The k-th send from rank a to rank b matches the k-th recv
   // at b from a (FIFO per ordered pair, in call order, also across
@@ -357,6 +371,10 @@ class Communicator {
   Work barrier_async(const CallOptions& options = {});
   Work alltoall_async(const void* send, void* recv, size_t count, DataType type,
                       const CallOptions& options = {});
+  Work gather_async(const void* send, void* recv, size_t count, DataType type, int root,
+                    const CallOptions& options = {});
+  Work scatter_async(const void* send, void* recv, size_t count, DataType type, int root,
+                     const CallOptions& options = {});
   Work send_async(const void* buf, size_t count, DataType type, int peer,
                   const CallOptions& options = {});
   Work recv_async(void* buf, size_t count, DataType type, int peer,

@@ -17,6 +17,10 @@ namespace chorus {
 //   reduce_scatter:               elements each rank receives (recv count)
 //   alltoall:                     elements per (sender, receiver) block
 //   barrier:                      ignored
+//   gather:                       elements each rank sends (the root
+//                                 receives N blocks of count)
+//   scatter:                      elements each rank receives (the root
+//                                 sends N blocks of count)
 enum class Collective : int {
   allreduce,
   allgather,
@@ -25,8 +29,10 @@ enum class Collective : int {
   reduce,
   alltoall,
   barrier,
+  gather,
+  scatter,
 };
-inline constexpr int kCollectiveCount = 7;
+inline constexpr int kCollectiveCount = 9;
 
 // Element type of a buffer. float16 is IEEE 754 binary16, bfloat16 is the top 16
 // bits of a binary32; both reduce through float32 with round-to-nearest-even.
@@ -48,8 +54,10 @@ inline constexpr int kDataTypeCount = 10;
 // (integer types truncate toward zero). min and max of floating types are
 // IEEE 754-2019's minimum and maximum: a NaN operand gives NaN, and -0 is
 // less than +0, so that they do not depend on the order of the ranks.
-enum class ReduceOp : int { sum, prod, min, max, avg };
-inline constexpr int kReduceOpCount = 5;
+// band, bor and bxor are the bitwise and, or and exclusive or, on the
+// integer types only (applies()).
+enum class ReduceOp : int { sum, prod, min, max, avg, band, bor, bxor };
+inline constexpr int kReduceOpCount = 8;
 
 // Size in bytes of one element; throws Error(invalid_argument) for a value
 // outside the enum.
@@ -57,6 +65,12 @@ size_t dtype_size(DataType type);
 bool is_valid(Collective c);
 bool is_valid(DataType type);
 bool is_valid(ReduceOp op);
+// An integer type: int8 to uint64.
+bool is_integer(DataType type);
+// Whether `op` is defined on `type`: band, bor and bxor on the integer types
+// only, every other operator on every type. A reducing call with an operator
+// that does not apply to its type is an Error(invalid_argument).
+bool applies(ReduceOp op, DataType type);
 
 // Names as the CLI and the environment spell them ("allreduce", "float32", "sum").
 std::string_view to_string(Collective c);

@@ -10,36 +10,40 @@
 namespace chorus {
 
 // Each row names an Algorithm defined in its own file.
-#define CHORUS_ALGORITHMS(X)                                     \
-  X(kRingAllreduce)                 /* ring.cc */                \
-  X(kRingAllgather)                 /* ring.cc */                \
-  X(kRingReduceScatter)             /* ring.cc */                \
-  X(kBinomialBroadcast)             /* binomial.cc */            \
-  X(kBinomialReduce)                /* binomial.cc */            \
-  X(kDisseminationBarrier)          /* dissemination.cc */       \
-  X(kPairwiseAlltoall)              /* pairwise.cc */            \
-  X(kBruckAlltoall)                 /* bruck.cc */               \
-  X(kBidirRingAllreduce)            /* bidir_ring.cc */          \
-  X(kBidirRingAllgather)            /* bidir_ring.cc */          \
-  X(kBidirRingReduceScatter)        /* bidir_ring.cc */          \
-  X(kHalvingDoublingAllreduce)      /* halving_doubling.cc */    \
-  X(kRecursiveHalvingReduceScatter) /* halving_doubling.cc */    \
-  X(kRecursiveDoublingAllreduce)    /* recursive_doubling.cc */  \
-  X(kRecursiveDoublingAllgather)    /* recursive_doubling.cc */  \
-  X(kBruckAllgather)                /* bruck.cc */               \
-  X(kDoubleBinaryTreeAllreduce)     /* double_binary_tree.cc */  \
-  X(kReduceBroadcastAllreduce)      /* binomial.cc */            \
-  X(kPipelinedChainBroadcast)       /* pipelined_chain.cc */     \
-  X(kPipelinedChainReduce)          /* pipelined_chain.cc */     \
-  X(kScatterAllgatherBroadcast)     /* scatter_allgather.cc */   \
-  X(kOneShotAllreduce)              /* one_shot.cc */            \
-  X(kTwoShotAllreduce)              /* two_shot.cc */            \
-  X(kOneShotAllgather)              /* one_shot_allgather.cc */  \
-  X(kHierTwoLevelAllreduce)         /* hier_allreduce.cc */      \
-  X(kHierLeaderAllreduce)           /* hier_leader.cc */         \
-  X(kHierAllgather)                 /* hier_allgather.cc */      \
-  X(kHierReduceScatter)             /* hier_reduce_scatter.cc */ \
-  X(kHierBroadcast)                 /* hier_broadcast.cc */
+#define CHORUS_ALGORITHMS(X)                                         \
+  X(kRingAllreduce)                 /* ring.cc */                    \
+  X(kRingAllgather)                 /* ring.cc */                    \
+  X(kRingReduceScatter)             /* ring.cc */                    \
+  X(kBinomialBroadcast)             /* binomial.cc */                \
+  X(kBinomialReduce)                /* binomial.cc */                \
+  X(kDisseminationBarrier)          /* dissemination.cc */           \
+  X(kPairwiseAlltoall)              /* pairwise.cc */                \
+  X(kBruckAlltoall)                 /* bruck.cc */                   \
+  X(kBidirRingAllreduce)            /* bidir_ring.cc */              \
+  X(kBidirRingAllgather)            /* bidir_ring.cc */              \
+  X(kBidirRingReduceScatter)        /* bidir_ring.cc */              \
+  X(kHalvingDoublingAllreduce)      /* halving_doubling.cc */        \
+  X(kRecursiveHalvingReduceScatter) /* halving_doubling.cc */        \
+  X(kRecursiveDoublingAllreduce)    /* recursive_doubling.cc */      \
+  X(kRecursiveDoublingAllgather)    /* recursive_doubling.cc */      \
+  X(kBruckAllgather)                /* bruck.cc */                   \
+  X(kDoubleBinaryTreeAllreduce)     /* double_binary_tree.cc */      \
+  X(kReduceBroadcastAllreduce)      /* binomial.cc */                \
+  X(kPipelinedChainBroadcast)       /* pipelined_chain.cc */         \
+  X(kPipelinedChainReduce)          /* pipelined_chain.cc */         \
+  X(kScatterAllgatherBroadcast)     /* scatter_allgather.cc */       \
+  X(kOneShotAllreduce)              /* one_shot.cc */                \
+  X(kTwoShotAllreduce)              /* two_shot.cc */                \
+  X(kOneShotAllgather)              /* one_shot_allgather.cc */      \
+  X(kHierTwoLevelAllreduce)         /* hier_allreduce.cc */          \
+  X(kHierLeaderAllreduce)           /* hier_leader.cc */             \
+  X(kHierAllgather)                 /* hier_allgather.cc */          \
+  X(kHierReduceScatter)             /* hier_reduce_scatter.cc */     \
+  X(kHierBroadcast)                 /* hier_broadcast.cc */          \
+  X(kLinearGather)                  /* linear_gather_scatter.cc */   \
+  X(kLinearScatter)                 /* linear_gather_scatter.cc */   \
+  X(kBinomialGather)                /* binomial_gather_scatter.cc */ \
+  X(kBinomialScatter)               /* binomial_gather_scatter.cc */
 
 #define CHORUS_DECLARE_ALGORITHM(name) extern const Algorithm name;
 CHORUS_ALGORITHMS(CHORUS_DECLARE_ALGORITHM)

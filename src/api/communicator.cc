@@ -216,6 +216,16 @@ Call Call::alltoall(const void* send, void* recv, size_t count, DataType type,
   return {Kind::collective,  Collective::alltoall, send, recv, count, type, ReduceOp::sum, 0, -1,
           std::move(options)};
 }
+Call Call::gather(const void* send, void* recv, size_t count, DataType type, int root,
+                  CallOptions options) {
+  return {Kind::collective,  Collective::gather, send, recv, count, type, ReduceOp::sum, root, -1,
+          std::move(options)};
+}
+Call Call::scatter(const void* send, void* recv, size_t count, DataType type, int root,
+                   CallOptions options) {
+  return {Kind::collective,  Collective::scatter, send, recv, count, type, ReduceOp::sum, root, -1,
+          std::move(options)};
+}
 Call Call::barrier(CallOptions options) {
   return {Kind::collective, Collective::barrier, nullptr, nullptr, 0,
           DataType::uint8,  ReduceOp::sum,       0,       -1,      std::move(options)};
@@ -268,6 +278,14 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DataType
                             const CallOptions& options) {
   run(Call::alltoall(send, recv, count, type, options));
 }
+void Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root,
+                          const CallOptions& options) {
+  run(Call::gather(send, recv, count, type, root, options));
+}
+void Communicator::scatter(const void* send, void* recv, size_t count, DataType type, int root,
+                           const CallOptions& options) {
+  run(Call::scatter(send, recv, count, type, root, options));
+}
 void Communicator::send(const void* buf, size_t count, DataType type, int peer,
                         const CallOptions& options) {
   run(Call::send_to(buf, count, type, peer, options));
@@ -308,6 +326,14 @@ Work Communicator::barrier_async(const CallOptions& options) {
 Work Communicator::alltoall_async(const void* send, void* recv, size_t count, DataType type,
                                   const CallOptions& options) {
   return submit(Call::alltoall(send, recv, count, type, options));
+}
+Work Communicator::gather_async(const void* send, void* recv, size_t count, DataType type, int root,
+                                const CallOptions& options) {
+  return submit(Call::gather(send, recv, count, type, root, options));
+}
+Work Communicator::scatter_async(const void* send, void* recv, size_t count, DataType type,
+                                 int root, const CallOptions& options) {
+  return submit(Call::scatter(send, recv, count, type, root, options));
 }
 Work Communicator::send_async(const void* buf, size_t count, DataType type, int peer,
                               const CallOptions& options) {

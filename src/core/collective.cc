@@ -3,7 +3,8 @@
 namespace chorus {
 namespace {
 constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames{
-    "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "barrier"};
+    "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
+    "alltoall",  "barrier",   "gather",         "scatter"};
 
 // The rows of kCollectiveTraits are in enum order: spot checks of each kind.
 static_assert(reduces(Collective::allreduce) && reduces(Collective::reduce_scatter) &&

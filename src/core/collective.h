@@ -35,8 +35,8 @@ enum class Blocks : unsigned char {
 enum class InPlace : unsigned char {
   none,          // send and recv must not overlap (alltoall, barrier)
   same,          // send == recv (allreduce, broadcast, reduce)
-  send_in_recv,  // send == recv + rank * count elements (allgather)
-  recv_in_send,  // recv == send + rank * count elements (reduce_scatter)
+  send_in_recv,  // send == recv + rank * count elements (allgather; gather on the root)
+  recv_in_send,  // recv == send + rank * count elements (reduce_scatter; scatter on the root)
 };
 
 struct CollectiveTraits {
@@ -45,8 +45,9 @@ struct CollectiveTraits {
   Blocks input = Blocks::one;
   Blocks output = Blocks::one;
   InPlace in_place = InPlace::none;
-  // Rooted collectives use one buffer on the root only: broadcast reads send
-  // on the root only, reduce writes recv on the root only.
+  // Rooted collectives use one buffer on the root only: broadcast and
+  // scatter read send on the root only, reduce and gather write recv on the
+  // root only.
   bool input_on_root_only = false;
   bool output_on_root_only = false;
 };
@@ -61,6 +62,8 @@ inline constexpr std::array<CollectiveTraits, kCollectiveCount> kCollectiveTrait
     {true, true, Blocks::one, Blocks::one, InPlace::same, false, true},    // reduce
     {false, false, Blocks::per_rank, Blocks::per_rank, InPlace::none},     // alltoall
     {false, false, Blocks::none, Blocks::none, InPlace::none},             // barrier
+    {false, true, Blocks::one, Blocks::per_rank, InPlace::send_in_recv, false, true},  // gather
+    {false, true, Blocks::per_rank, Blocks::one, InPlace::recv_in_send, true, false},  // scatter
 }};
 
 constexpr const CollectiveTraits& traits(Collective c) {

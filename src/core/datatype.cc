@@ -24,7 +24,8 @@ constexpr std::array<TypeInfo, kDataTypeCount> kTypes{{
     {DataType::float32, "float32", 4},
     {DataType::float64, "float64", 8},
 }};
-constexpr std::array<std::string_view, kReduceOpCount> kOps{"sum", "prod", "min", "max", "avg"};
+constexpr std::array<std::string_view, kReduceOpCount> kOps{"sum", "prod", "min", "max",
+                                                            "avg", "band", "bor", "bxor"};
 
 }  // namespace
 
@@ -35,6 +36,29 @@ bool is_valid(DataType type) {
 bool is_valid(ReduceOp op) {
   const int v = static_cast<int>(op);
   return v >= 0 && v < kReduceOpCount;
+}
+
+bool is_integer(DataType type) {
+  switch (type) {
+    case DataType::int8:
+    case DataType::uint8:
+    case DataType::int32:
+    case DataType::uint32:
+    case DataType::int64:
+    case DataType::uint64:
+      return true;
+    case DataType::float16:
+    case DataType::bfloat16:
+    case DataType::float32:
+    case DataType::float64:
+      return false;
+  }
+  return false;
+}
+
+bool applies(ReduceOp op, DataType type) {
+  const bool bitwise = op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
+  return !bitwise || is_integer(type);
 }
 
 size_t dtype_size(DataType type) {

@@ -149,9 +149,27 @@ template <typename Op>
   }
 }
 
+// band, bor and bxor act on each bit alone, so the element width does not
+// matter: the bytes of the integer buffer are combined as they lie.
+template <typename F>
+[[gnu::always_inline]] inline void bitwise(DataType t, void* dst, const void* a, const void* b,
+                                           size_t n, F f) {
+  const size_t bytes = n * dtype_size(t);
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  for (size_t i = 0; i < bytes; ++i) d[i] = f(x[i], y[i]);
+}
+
 [[gnu::always_inline]] inline void reduce_any(DataType t, ReduceOp op, void* d, const void* a,
                                               const void* b, size_t n) {
   switch (op) {
+    case ReduceOp::band:
+      return bitwise(t, d, a, b, n, [](uint8_t x, uint8_t y) -> uint8_t { return x & y; });
+    case ReduceOp::bor:
+      return bitwise(t, d, a, b, n, [](uint8_t x, uint8_t y) -> uint8_t { return x | y; });
+    case ReduceOp::bxor:
+      return bitwise(t, d, a, b, n, [](uint8_t x, uint8_t y) -> uint8_t { return x ^ y; });
     case ReduceOp::sum:
     case ReduceOp::avg:
       return dispatch<Sum>(t, d, a, b, n);
@@ -214,6 +232,10 @@ template <typename Op>
         return half_f16c<Min>(d, a, b, n);
       case ReduceOp::max:
         return half_f16c<Max>(d, a, b, n);
+      case ReduceOp::band:
+      case ReduceOp::bor:
+      case ReduceOp::bxor:
+        break;  // integer types only (applies())
     }
   }
   reduce_any(t, op, d, a, b, n);

@@ -303,6 +303,9 @@ void CommunicatorImpl::validate(const Call& c) const {
   if (!is_valid(c.collective))
     fail(ErrorCode::invalid_argument, where, "invalid Collective value ",
          static_cast<int>(c.collective));
+  if (reduces(c.collective) && !applies(c.op, c.type))
+    fail(ErrorCode::invalid_argument, where, "ReduceOp ", to_string(c.op),
+         " applies to integer types only, not ", to_string(c.type));
   if (rooted(c.collective) && (c.root < 0 || c.root >= size()))
     fail(ErrorCode::invalid_argument, where, "root ", c.root, " outside [0, ", size(), ")");
   if (c.options.timeout.count() < 0)

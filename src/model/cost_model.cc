@@ -43,6 +43,8 @@ LowerBound lower_bound(Collective c, int n, double m, const CostParams& p) {
     case C::allgather:
     case C::reduce_scatter:
     case C::alltoall:
+    case C::gather:   // the root receives N-1 of the N blocks
+    case C::scatter:  // the root sends N-1 of the N blocks
       lb.bandwidth = (n - 1) * m / (n * d * p.beta);
       break;
     case C::broadcast:

@@ -99,6 +99,10 @@ std::vector<RowPlan> plan_rows(Communicator& comm, const PerfOptions& o) {
         const size_t api_count = bytes / unit;
         if (api_count == 0) continue;  // below one element per block
         for (ReduceOp op : ops) {
+          // A sweep of several types or ops skips the bitwise ops on floats;
+          // one asked for alone is the call's own error (applies()).
+          const bool sweep = o.ops.size() > 1 || o.types.size() > 1;
+          if (reduces(c) && sweep && !applies(op, t)) continue;
           const int root = rooted(c) ? o.root : 0;
           CollectiveSpec spec{
               c, n, comm.rank(), api_count, es, root, detail::impl_of(comm).config().segment_bytes};
@@ -327,6 +331,8 @@ double busbw_factor(Collective c, int nranks) {
     case Collective::allgather:
     case Collective::reduce_scatter:
     case Collective::alltoall:
+    case Collective::gather:
+    case Collective::scatter:
       return (n - 1) / n;
     case Collective::broadcast:
     case Collective::reduce:

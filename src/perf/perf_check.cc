@@ -12,11 +12,6 @@
 namespace chorus::perf {
 namespace {
 
-bool is_integer(DataType t) {
-  return t != DataType::float16 && t != DataType::bfloat16 && t != DataType::float32 &&
-         t != DataType::float64;
-}
-
 // The largest integer every partial sum of a float type must stay below to be
 // exact (float16 and bfloat16 hold integers exactly up to 2^11 and 2^8).
 // Integer types wrap, and a wrapped sum is exact in any order.
@@ -83,6 +78,9 @@ double input_value(const CheckCase& c, int rank, size_t i) {
         return (i + r) % prod_period(c.nranks) == 0 ? 2 : 1;
       case ReduceOp::min:
       case ReduceOp::max:
+      case ReduceOp::band:
+      case ReduceOp::bor:
+      case ReduceOp::bxor:
         break;
     }
   }
@@ -114,6 +112,17 @@ double reduced_value(const CheckCase& c, size_t i) {
         best = c.op == ReduceOp::min ? std::min(best, v) : std::max(best, v);
       }
       return best;
+    }
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor: {
+      // The inputs are integers below 101: their bits combine in 7 bits.
+      auto bits = static_cast<unsigned>(input_value(c, 0, i));
+      for (int r = 1; r < c.nranks; ++r) {
+        const auto v = static_cast<unsigned>(input_value(c, r, i));
+        bits = c.op == ReduceOp::band ? bits & v : c.op == ReduceOp::bor ? bits | v : bits ^ v;
+      }
+      return bits;
     }
   }
   return 0;
@@ -224,6 +233,18 @@ void for_each_expected(const CheckCase& c, Emit&& emit) {
       for (size_t j = 0; j < n; ++j)
         for (size_t i = 0; i < c.count; ++i)
           emit(j * c.count + i, encode<T>(input_value(c, static_cast<int>(j), base + i)));
+      break;
+    }
+    case Collective::gather:
+      if (c.rank == c.root)
+        for (size_t j = 0; j < n; ++j)
+          for (size_t i = 0; i < c.count; ++i)
+            emit(j * c.count + i, encode<T>(input_value(c, static_cast<int>(j), i)));
+      break;
+    case Collective::scatter: {
+      // Block `rank` of the root's input.
+      const size_t base = static_cast<size_t>(c.rank) * c.count;
+      for (size_t i = 0; i < c.count; ++i) emit(i, encode<T>(input_value(c, c.root, base + i)));
       break;
     }
     case Collective::barrier:

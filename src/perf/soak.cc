@@ -51,7 +51,8 @@ class Random {
 constexpr std::pair<SoakKind, size_t> kKindWeights[] = {
     {SoakKind::allreduce, 3}, {SoakKind::allgather, 2}, {SoakKind::reduce_scatter, 2},
     {SoakKind::broadcast, 2}, {SoakKind::reduce, 2},    {SoakKind::alltoall, 2},
-    {SoakKind::barrier, 1},   {SoakKind::send_recv, 2},
+    {SoakKind::barrier, 1},   {SoakKind::send_recv, 2}, {SoakKind::gather, 1},
+    {SoakKind::scatter, 1},
 };
 
 // Counts that are not a multiple of anything: every chunking leaves a remainder.
@@ -72,6 +73,10 @@ Collective collective_of(SoakKind k) {
       return Collective::reduce;
     case SoakKind::alltoall:
       return Collective::alltoall;
+    case SoakKind::gather:
+      return Collective::gather;
+    case SoakKind::scatter:
+      return Collective::scatter;
     case SoakKind::barrier:
     case SoakKind::send_recv:
       break;
@@ -342,17 +347,22 @@ class Soaker {
     } else {
       const size_t block = call.count * es;
       const size_t mine = static_cast<size_t>(rank_) * block;
-      switch (coll) {
-        case Collective::allgather: {
+      // The in-place form as collective.h says (on every rank: off the
+      // root of gather and scatter the unused buffer is there all the same).
+      switch (traits(coll).in_place) {
+        case InPlace::send_in_recv: {  // allgather, gather
           std::byte* buf = region(is, bc.output * es, es);
           poison(call.type, buf, bc.output);
           fill_input(cc, buf + mine);
-          expect_exact(is, buf, bc.output, cc, "output");
+          if (gets_output)
+            expect_exact(is, buf, bc.output, cc, "output");
+          else
+            expect_unchanged(is, buf + mine, call.count, call.type, "input (a non-root's)");
           send = buf + mine;
           recv = buf;
           break;
         }
-        case Collective::reduce_scatter: {
+        case InPlace::recv_in_send: {  // reduce_scatter, scatter
           std::byte* buf = region(is, bc.input * es, es);
           fill_input(cc, buf);
           expect_exact(is, buf + mine, call.count, cc, "output");
@@ -364,7 +374,8 @@ class Soaker {
           recv = buf + mine;
           break;
         }
-        default: {
+        case InPlace::same:
+        case InPlace::none: {  // alltoall is never drawn in place
           std::byte* buf = region(is, call.count * es, es);
           fill_input(cc, buf);
           if (gets_output)
@@ -522,7 +533,7 @@ SoakCall soak_call(uint64_t seed, size_t index, int nranks, size_t max_bytes,
   }
   c.type = static_cast<DataType>(rng.below(kDataTypeCount));
   c.op = static_cast<ReduceOp>(rng.below(kReduceOpCount));
-  if (!reduces(c.kind)) c.op = ReduceOp::sum;
+  if (!reduces(c.kind) || !applies(c.op, c.type)) c.op = ReduceOp::sum;
   c.root = rooted(c.kind) ? static_cast<int>(rng.below(n)) : 0;
   c.max_outstanding = rng.below(kMaxOutstanding + 1);
   c.wait_order = rng.next();

@@ -52,8 +52,10 @@ enum class SoakKind : int {
   alltoall,
   barrier,
   send_recv,
+  gather,
+  scatter,
 };
-inline constexpr int kSoakKindCount = 8;
+inline constexpr int kSoakKindCount = 10;
 std::string_view to_string(SoakKind kind);
 
 struct SoakOptions {

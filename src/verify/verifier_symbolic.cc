@@ -229,6 +229,16 @@ std::optional<Segments> Verifier::unaveraged_expected(int r) const {
         s.push_back({c, static_cast<int64_t>(ur * c) - static_cast<int64_t>(j * c),
                      pool_.singleton(static_cast<int>(j))});
       break;
+    case Collective::gather:
+      // On the root, as allgather's: block j of Output is rank j's Input.
+      if (r != spec_.root) return std::nullopt;
+      for (size_t j = 0; j < n; ++j)
+        s.push_back({c, -static_cast<int64_t>(j * c), pool_.singleton(static_cast<int>(j))});
+      break;
+    case Collective::scatter:
+      // Rank r's Output is block r of the root's Input.
+      s.push_back({c, static_cast<int64_t>(ur * c), pool_.singleton(spec_.root)});
+      break;
     case Collective::barrier:
       return std::nullopt;
   }

@@ -223,6 +223,71 @@ TEST(Api, AvgOfIntegersTruncates) {
   });
 }
 
+TEST(Api, BitwiseOperatorsCombineIntegersAndRefuseFloats) {
+  run_ranks(3, [](Communicator& c) {
+    // Rank r holds bit r and bit 4, so and keeps bit 4, or has bits 0-2 and
+    // 4, xor has bits 0-2 (bit 4 three times).
+    const auto mine = static_cast<uint16_t>((1u << c.rank()) | 0x10u);
+    std::vector<uint64_t> wide{mine, uint64_t{mine} << 48};
+    c.allreduce(wide.data(), wide.data(), 2, DataType::uint64, ReduceOp::bor);
+    EXPECT_EQ(wide, (std::vector<uint64_t>{0x17, uint64_t{0x17} << 48}));
+    int8_t narrow = static_cast<int8_t>(mine | 0x80u);
+    c.allreduce(&narrow, &narrow, 1, DataType::int8, ReduceOp::band);
+    EXPECT_EQ(static_cast<uint8_t>(narrow), 0x90u);
+    int32_t x = mine;
+    c.allreduce(&x, &x, 1, DataType::int32, ReduceOp::bxor);
+    EXPECT_EQ(x, 0x17);
+    float f = 1;
+    try {
+      c.allreduce(&f, &f, 1, DataType::float32, ReduceOp::band);
+      ADD_FAILURE() << "band of float32 was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("ReduceOp band applies to integer types only, not "
+                                           "float32"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(f, 1.0f);  // refused before any byte moved
+  });
+}
+
+TEST(Api, GatherAndScatterAtEveryRootInPlaceAndNot) {
+  run_ranks(5, [](Communicator& c) {
+    const int n = c.size();
+    for (int root = 0; root < n; ++root) {
+      std::vector<int32_t> mine{c.rank() * 10 + root, -c.rank()};
+      std::vector<int32_t> all(2 * static_cast<size_t>(n), -1);
+      c.gather(mine.data(), c.rank() == root ? all.data() : nullptr, 2, DataType::int32, root);
+      for (int j = 0; c.rank() == root && j < n; ++j) {
+        EXPECT_EQ(all[2 * static_cast<size_t>(j)], j * 10 + root);
+        EXPECT_EQ(all[2 * static_cast<size_t>(j) + 1], -j);
+      }
+      // In place on the root: its block already lies in the gathered buffer.
+      if (c.rank() == root) {
+        std::fill(all.begin(), all.end(), -1);
+        std::copy(mine.begin(), mine.end(), all.begin() + 2 * root);
+        c.gather(all.data() + 2 * root, all.data(), 2, DataType::int32, root);
+        for (int j = 0; j < n; ++j) EXPECT_EQ(all[2 * static_cast<size_t>(j)], j * 10 + root);
+      } else {
+        c.gather(mine.data(), nullptr, 2, DataType::int32, root);
+      }
+      // Scatter the gathered blocks back, once out of place, once in place.
+      std::vector<int32_t> back(2, 0);
+      c.scatter(c.rank() == root ? all.data() : nullptr, back.data(), 2, DataType::int32, root);
+      EXPECT_EQ(back, mine);
+      if (c.rank() == root) {
+        c.scatter(all.data(), all.data() + 2 * root, 2, DataType::int32, root);
+        EXPECT_EQ(all[2 * static_cast<size_t>(root)], root * 10 + root);
+      } else {
+        std::fill(back.begin(), back.end(), 0);
+        c.scatter_async(nullptr, back.data(), 2, DataType::int32, root).wait();
+        EXPECT_EQ(back, mine);
+      }
+    }
+  });
+}
+
 // A one-rank communicator of this thread's own, outside run_ranks.
 Communicator solo() {
   return make_communicator(

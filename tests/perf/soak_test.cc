@@ -67,8 +67,7 @@ TEST(SoakCall, CoversTheSpaceWithinBounds) {
       EXPECT_EQ(c.count, 0u);
     } else {
       counts.insert(c.count);
-      const bool blocks = c.kind == SoakKind::allgather || c.kind == SoakKind::reduce_scatter ||
-                          c.kind == SoakKind::alltoall;
+      const bool blocks = per_rank_blocks(*parse_collective(to_string(c.kind)));
       EXPECT_LE(c.count * dtype_size(c.type) * (blocks ? n : 1), kMax) << describe(c);
     }
     if (c.algorithm.empty()) {

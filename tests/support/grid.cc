@@ -212,11 +212,13 @@ std::vector<GridCase> grid_cases(Collective c, int nranks, bool include_large) {
   }
   for (size_t count : counts)
     for (int t = 0; t < kDataTypeCount; ++t)
-      for (int o = 0; o < (reducing ? kReduceOpCount : 1); ++o)
+      for (int o = 0; o < (reducing ? kReduceOpCount : 1); ++o) {
+        const auto type = static_cast<DataType>(t);
+        const auto op = static_cast<ReduceOp>(o);
+        if (reducing && !applies(op, type)) continue;  // bitwise on floats: an error
         for (int root : roots)
-          for (bool in_place : {false, true})
-            out.push_back(
-                {c, count, static_cast<DataType>(t), static_cast<ReduceOp>(o), root, in_place});
+          for (bool in_place : {false, true}) out.push_back({c, count, type, op, root, in_place});
+      }
   if (include_large) {
     constexpr size_t kLarge = 1000003;  // prime: never divides evenly
     const std::pair<DataType, ReduceOp> slice[] = {{DataType::float32, ReduceOp::sum},

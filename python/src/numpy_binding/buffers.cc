@@ -104,7 +104,7 @@ ReduceOp parse_op(py::handle op, const std::string& call) {
   if (py::isinstance<py::str>(op)) {
     const std::string name = op.cast<std::string>();
     if (auto parsed = parse_reduce_op(name)) return *parsed;
-    invalid(call + ": op '" + name + "' is not one of sum, prod, min, max, avg");
+    invalid(call + ": op '" + name + "' is not one of sum, prod, min, max, avg, band, bor, bxor");
   }
   invalid(call + ": op must be a str or a chorus.ReduceOp, not " + Py_TYPE(op.ptr())->tp_name);
 }

@@ -151,6 +151,47 @@ py::object alltoall(py::object self, py::handle x, py::object out, Keywords kw) 
   return c.run(std::move(self), std::move(r), kw.async_op);
 }
 
+py::object gather(py::object self, py::handle x, int root, py::object out, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("gather");
+  const CallOptions options = options_of(r, kw);
+  const BufferView& in = add_input(r, x);
+  // Only the root has a result: every rank's x, stacked.
+  void* dst = nullptr;
+  if (c.rank() == root) {
+    std::vector<py::ssize_t> shape = in.shape();
+    shape.insert(shape.begin(), c.size());
+    dst =
+        add_output(r, std::move(out), in.type(), in.count() * static_cast<size_t>(c.size()), shape);
+  }
+  r.call = Call::gather(in.data(), dst, in.count(), in.type(), root, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
+py::object scatter(py::object self, py::object x, int root, py::object out, Keywords kw) {
+  Comm& c = self.cast<Comm&>();
+  Request r = new_request("scatter");
+  const CallOptions options = options_of(r, kw);
+  if (c.rank() != root) {
+    // The root's x is read on the root only; the others receive into out.
+    if (out.is_none())
+      invalid("scatter: rank " + std::to_string(c.rank()) + " is not the root (" +
+              std::to_string(root) + "): out must be the array that receives its block");
+    const BufferView& v = add_input(r, out, Access::write);
+    r.result = std::move(out);
+    r.call = Call::scatter(nullptr, v.data(), v.count(), v.type(), root, options);
+    return c.run(std::move(self), std::move(r), kw.async_op);
+  }
+  const BufferView& in = add_input(r, x);
+  const size_t k = first_axis_blocks(in, c.size(), r.what);
+  std::vector<py::ssize_t> shape = in.shape();
+  shape[0] = static_cast<py::ssize_t>(k);
+  const size_t count = in.count() / static_cast<size_t>(c.size());
+  void* dst = add_output(r, std::move(out), in.type(), count, shape);
+  r.call = Call::scatter(in.data(), dst, count, in.type(), root, options);
+  return c.run(std::move(self), std::move(r), kw.async_op);
+}
+
 py::object barrier(py::object self, Keywords kw) {
   Comm& c = self.cast<Comm&>();
   Request r = new_request("barrier");

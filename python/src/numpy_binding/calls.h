@@ -37,6 +37,13 @@ pybind11::object reduce(pybind11::object self, pybind11::handle x, int root, pyb
                         pybind11::object out, Keywords kw);
 pybind11::object alltoall(pybind11::object self, pybind11::handle x, pybind11::object out,
                           Keywords kw);
+// gather: the root's result is every rank's x, stacked; None elsewhere.
+pybind11::object gather(pybind11::object self, pybind11::handle x, int root, pybind11::object out,
+                        Keywords kw);
+// scatter: the root's x holds size blocks along its first axis; every rank
+// gets its block (the others into `out`, which they must give).
+pybind11::object scatter(pybind11::object self, pybind11::object x, int root, pybind11::object out,
+                         Keywords kw);
 pybind11::object barrier(pybind11::object self, Keywords kw);
 pybind11::object send(pybind11::object self, pybind11::handle x, int peer, Keywords kw);
 pybind11::object recv(pybind11::object self, pybind11::object x, int peer, Keywords kw);

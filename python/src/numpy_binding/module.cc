@@ -41,7 +41,10 @@ PYBIND11_MODULE(_chorus, m) {
       .value("PROD", ReduceOp::prod)
       .value("MIN", ReduceOp::min)
       .value("MAX", ReduceOp::max)
-      .value("AVG", ReduceOp::avg);
+      .value("AVG", ReduceOp::avg)
+      .value("BAND", ReduceOp::band)
+      .value("BOR", ReduceOp::bor)
+      .value("BXOR", ReduceOp::bxor);
 
   py::class_<PyWork>(m, "Work", "Handle on an asynchronous call (async_op=True).")
       .def("wait", &PyWork::wait, py::arg("timeout") = py::none(),
@@ -215,6 +218,29 @@ PYBIND11_MODULE(_chorus, m) {
           py::arg("async_op") = false,
           "x's first axis holds size blocks; block j goes to rank j, and block j of out comes "
           "from rank j.")
+      .def(
+          "gather",
+          [](py::object self, py::handle x, int root, py::object out,
+             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op) {
+            return gather(std::move(self), x, root, std::move(out), {algorithm, timeout, async_op});
+          },
+          py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("out") = py::none(),
+          py::arg("algorithm") = py::none(), py::arg("timeout") = py::none(),
+          py::arg("async_op") = false,
+          "Every rank's x, stacked on root: shape (size, *x.shape); None on the others.")
+      .def(
+          "scatter",
+          [](py::object self, py::object x, int root, py::object out,
+             std::optional<std::string> algorithm, std::optional<double> timeout, bool async_op) {
+            return scatter(std::move(self), std::move(x), root, std::move(out),
+                           {algorithm, timeout, async_op});
+          },
+          py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("out") = py::none(),
+          py::arg("algorithm") = py::none(), py::arg("timeout") = py::none(),
+          py::arg("async_op") = false,
+          "On root, x's first axis holds size blocks; rank j gets block j, shape (k, "
+          "*x.shape[1:]). x is read on the root only: the other ranks pass out, the array "
+          "that receives their block (x may be None there).")
       .def(
           "barrier",
           [](py::object self, std::optional<std::string> algorithm, std::optional<double> timeout,

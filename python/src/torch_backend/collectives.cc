@@ -169,6 +169,78 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
       });
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const std::string call = "gather";
+  at::Tensor& in = single(inputs, call);
+  const int root = root_rank(opts.rootRank, call);
+  std::vector<at::Tensor> list;
+  at::Tensor joined;
+  bool direct = false;
+  if (rank_ == root) {
+    if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
+      unsupported(call, "the root takes one list of " + std::to_string(size_) + " output tensors");
+    list = outputs[0];
+    for (size_t j = 0; j < list.size(); ++j)
+      check_like(list[j], in, call, "output " + std::to_string(j), in.numel());
+    joined = as_one_buffer(list);
+    direct = joined.defined();
+    if (!direct) joined = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
+  } else if (!outputs.empty()) {
+    unsupported(call, "only the root (rank " + std::to_string(root) + ") takes output tensors");
+  }
+  const Elements e = elements(in, call, false);
+  const Staged src = stage(in, Use::read);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::GATHER, call, list,
+      [=](Calls& calls) {
+        void* recv = joined.defined() ? joined.data_ptr() : nullptr;
+        calls.submit(Call::gather(src.data(), recv, e.count, e.type, root, options));
+      },
+      [=] {
+        if (direct || !joined.defined()) return;
+        for (size_t j = 0; j < list.size(); ++j)
+          list[j].copy_(joined.narrow(0, static_cast<int64_t>(j) * in.numel(), in.numel())
+                            .view(list[j].sizes()));
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const std::string call = "scatter";
+  at::Tensor& out = single(outputs, call);
+  const int root = root_rank(opts.rootRank, call);
+  at::Tensor joined;
+  if (rank_ == root) {
+    if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
+      unsupported(call, "the root takes one list of " + std::to_string(size_) + " input tensors");
+    for (size_t j = 0; j < inputs[0].size(); ++j)
+      check_like(inputs[0][j], out, call, "input " + std::to_string(j), out.numel());
+    joined = as_one_buffer(inputs[0]);
+    if (!joined.defined()) {
+      joined = at::empty({static_cast<int64_t>(size_) * out.numel()}, out.options());
+      for (size_t j = 0; j < inputs[0].size(); ++j)
+        joined.narrow(0, static_cast<int64_t>(j) * out.numel(), out.numel())
+            .copy_(inputs[0][j].reshape({-1}));
+    }
+  } else if (!inputs.empty()) {
+    unsupported(call, "only the root (rank " + std::to_string(root) + ") takes input tensors");
+  }
+  const Elements e = elements(out, call, false);
+  const Staged dst = stage(out, Use::write);
+  const CallOptions options = call_options(opts.timeout);
+  return enqueue(
+      c10d::OpType::SCATTER, call, {out},
+      [=](Calls& calls) {
+        const void* send = joined.defined() ? joined.data_ptr() : nullptr;
+        calls.submit(Call::scatter(send, dst.data(), e.count, e.type, root, options));
+      },
+      [dst] { dst.write_back(); });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
@@ -326,8 +398,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
 
 void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   const std::string call = "monitored_barrier";
-  // Unset: torch's default group timeout (default_pg_timeout).
-  const auto timeout = opts.timeout.count() > 0
+  // Unset (c10d's kUnsetTimeout, negative): torch's default group timeout
+  // (default_pg_timeout). Zero is a deadline that has passed already: rank
+  // 0 looks once at the reports that have come and names the missing ranks.
+  const auto timeout = opts.timeout.count() >= 0
                            ? std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout)
                            : std::chrono::milliseconds(std::chrono::minutes(30));
   // Its messages carry a tag of their own, so that a user's message never
@@ -362,7 +436,12 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
           std::string ranks;
           const size_t named = wait_all_ranks ? missing.size() : 1;
           for (size_t i = 0; i < named; ++i) ranks += (i ? ", " : "") + std::to_string(missing[i]);
-          const std::string what = std::string(named > 1 ? "Ranks " : "Rank ") + ranks +
+          // As gloo: a deadline that had passed before rank 0 waited for
+          // anyone is rank 0's own timeout; the missing ranks follow.
+          const std::string own = timeout.count() == 0
+                                      ? "Rank 0 timed out in monitoredBarrier after 0 ms; "
+                                      : std::string();
+          const std::string what = own + std::string(named > 1 ? "Ranks " : "Rank ") + ranks +
                                    " failed to pass monitoredBarrier in " +
                                    std::to_string(timeout.count()) + " ms";
           // The peers that did report, and the late ones, raise too.

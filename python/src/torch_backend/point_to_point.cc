@@ -1,7 +1,7 @@
 // The calls of ProcessGroupChorus (process_group.h) made of chorus's
 // point-to-point messages: the user's send and recv, and the collectives the
-// C++ API lacks (all_to_all of a list, uneven all_to_all_single, gather,
-// scatter). Each rank sends to and receives from the others in the same
+// C++ API lacks (all_to_all of a list, uneven all_to_all_single). Each rank
+// sends to and receives from the others in the same
 // order, so that the k-th send from a to b meets the k-th recv at b from a.
 #include "torch_backend/process_group.h"
 
@@ -62,90 +62,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
       [dst] {
         for (const Staged& d : dst) d.write_back();
       });
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::GatherOptions& opts) {
-  const std::string call = "gather";
-  at::Tensor& in = single(inputs, call);
-  const int root = root_rank(opts.rootRank, call);
-  std::vector<Staged> dst;
-  std::vector<at::Tensor> list;
-  if (rank_ == root) {
-    if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
-      unsupported(call, "the root takes one list of " + std::to_string(size_) + " output tensors");
-    list = outputs[0];
-    for (size_t j = 0; j < list.size(); ++j) {
-      check_like(list[j], in, call, "output " + std::to_string(j), in.numel());
-      dst.push_back(stage(list[j], Use::write));
-    }
-  } else if (!outputs.empty()) {
-    unsupported(call, "only the root (rank " + std::to_string(root) + ") takes output tensors");
-  }
-  const Staged src = stage(in, Use::read);
-  const size_t bytes = in.nbytes();
-  const CallOptions options = call_options(opts.timeout);
-  const int me = rank_;
-  const int n = size_;
-  return enqueue(
-      c10d::OpType::GATHER, call, list,
-      [=](Calls& calls) {
-        if (me != root) {
-          calls.submit(send_bytes(src.data(), bytes, root, options));
-          return;
-        }
-        for (int j = 0; j < n; ++j) {
-          const auto u = static_cast<size_t>(j);
-          if (j == me)
-            std::memmove(dst[u].data(), src.data(), bytes);
-          else
-            calls.submit(recv_bytes(dst[u].data(), bytes, j, options));
-        }
-      },
-      [dst] {
-        for (const Staged& d : dst) d.write_back();
-      });
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
-    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-    const c10d::ScatterOptions& opts) {
-  const std::string call = "scatter";
-  at::Tensor& out = single(outputs, call);
-  const int root = root_rank(opts.rootRank, call);
-  std::vector<Staged> src;
-  if (rank_ == root) {
-    if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
-      unsupported(call, "the root takes one list of " + std::to_string(size_) + " input tensors");
-    for (size_t j = 0; j < inputs[0].size(); ++j) {
-      check_like(inputs[0][j], out, call, "input " + std::to_string(j), out.numel());
-      src.push_back(stage(inputs[0][j], Use::read));
-    }
-  } else if (!inputs.empty()) {
-    unsupported(call, "only the root (rank " + std::to_string(root) + ") takes input tensors");
-  }
-  const Staged dst = stage(out, Use::write);
-  const size_t bytes = out.nbytes();
-  const CallOptions options = call_options(opts.timeout);
-  const int me = rank_;
-  const int n = size_;
-  return enqueue(
-      c10d::OpType::SCATTER, call, {out},
-      [=](Calls& calls) {
-        if (me != root) {
-          calls.submit(recv_bytes(dst.data(), bytes, root, options));
-          return;
-        }
-        for (int j = 0; j < n; ++j) {
-          const auto u = static_cast<size_t>(j);
-          if (j == me)
-            std::memmove(dst.data(), src[u].data(), bytes);
-          else
-            calls.submit(send_bytes(src[u].data(), bytes, j, options));
-        }
-      },
-      [dst] { dst.write_back(); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors,

@@ -121,22 +121,26 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   // gloo's monitored barrier: every rank reports to rank 0 and waits for its
-  // answer; rank 0 waits opts.timeout (the group's when 0) for the reports,
+  // answer; rank 0 waits opts.timeout (30 minutes when unset; 0: it looks
+  // once and waits no longer) for the reports,
   // and raises naming the rank that did not report (the first, or with
   // `wait_all_ranks` all of them), after aborting the group so that the
   // others raise too instead of waiting for their timeout.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
-  // Made of point-to-point messages (point_to_point.cc).
-  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
-                                          std::vector<at::Tensor>& inputs,
-                                          const c10d::AllToAllOptions& opts) override;
+  // chorus's Gather and Scatter, through one contiguous buffer on the root
+  // (the list itself when its tensors lie back to back).
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
+
+  // Made of point-to-point messages (point_to_point.cc).
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,

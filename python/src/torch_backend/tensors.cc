@@ -66,21 +66,15 @@ ReduceOp chorus_op(const c10d::ReduceOp& op, const std::string& call) {
     case c10d::ReduceOp::AVG:
       return ReduceOp::avg;
     case c10d::ReduceOp::BAND:
-      unsupported(
-          call,
-          "ReduceOp.BAND is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
+      return ReduceOp::band;
     case c10d::ReduceOp::BOR:
-      unsupported(
-          call,
-          "ReduceOp.BOR is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
+      return ReduceOp::bor;
     case c10d::ReduceOp::BXOR:
-      unsupported(
-          call,
-          "ReduceOp.BXOR is not supported; chorus reduces with SUM, PRODUCT, MIN, MAX and AVG");
+      return ReduceOp::bxor;
     case c10d::ReduceOp::PREMUL_SUM:
       unsupported(call,
                   "ReduceOp.PREMUL_SUM is not supported; chorus reduces with SUM, PRODUCT, MIN, "
-                  "MAX and AVG");
+                  "MAX, AVG, BAND, BOR and BXOR");
     case c10d::ReduceOp::UNUSED:
       break;
   }
@@ -90,7 +84,11 @@ ReduceOp chorus_op(const c10d::ReduceOp& op, const std::string& call) {
 
 CallOptions call_options(std::chrono::milliseconds timeout) {
   CallOptions o;
+  // c10d's kUnsetTimeout (negative): the communicator's deadline. A zero
+  // timeout is a deadline that passes at once, as in gloo; chorus's own
+  // zero means "the default", so it becomes the shortest chorus deadline.
   if (timeout.count() > 0) o.timeout = timeout;
+  if (timeout.count() == 0) o.timeout = std::chrono::milliseconds(1);
   return o;
 }
 

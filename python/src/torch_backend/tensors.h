@@ -36,10 +36,11 @@ struct Elements {
 };
 Elements elements(const at::Tensor& t, const std::string& call, bool reduces);
 
-// chorus's ReduceOp of a c10d one (BAND, BOR, BXOR, PREMUL_SUM: unsupported()).
+// chorus's ReduceOp of a c10d one (PREMUL_SUM: unsupported()).
 ReduceOp chorus_op(const c10d::ReduceOp& op, const std::string& call);
 
-// A call's options: its timeout (0: the group's).
+// A call's options: its timeout (unset, negative: the group's; 0: one that
+// passes at once).
 CallOptions call_options(std::chrono::milliseconds timeout);
 
 // A tensor's memory as chorus sees it: the tensor itself when contiguous,

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 import chorus
-from refs import NUMPY_DTYPES, OPS, check_equal, data, reduce_ref
+from refs import BITWISE_OPS, NUMPY_DTYPES, OPS, check_equal, data, reduce_ref
 
 COUNTS = [0, 1, 7, 1031, 65537]
 
@@ -25,9 +25,19 @@ class Grid:
     def everyone(self, count, dtype, op="sum", salt=0):
         return [data(r, count, dtype, op, salt) for r in range(self.n)]
 
+    def ops(self, dtype):
+        return OPS + (BITWISE_OPS if np.dtype(dtype).kind in "iu" else [])
+
     def allreduce(self, dtype, count):
         comm = self.comm
-        for op in OPS:
+        if np.dtype(dtype).kind == "f" and count > 0:
+            try:
+                comm.allreduce(np.ones(count, dtype), "bxor")
+            except ValueError as e:
+                assert "integer types only" in str(e), str(e)
+            else:
+                raise AssertionError(f"allreduce bxor of {np.dtype(dtype)} was accepted")
+        for op in self.ops(dtype):
             inputs = self.everyone(count, dtype, op)
             want = reduce_ref(inputs, op, dtype)
             x = inputs[self.rank].copy()
@@ -57,7 +67,7 @@ class Grid:
 
     def reduce_scatter(self, dtype, count):
         comm = self.comm
-        for op in OPS:
+        for op in self.ops(dtype):
             inputs = self.everyone(count * self.n, dtype, op, salt=2)
             full = reduce_ref(inputs, op, dtype)
             want = full[self.rank * count:(self.rank + 1) * count]
@@ -111,6 +121,33 @@ class Grid:
         assert comm.alltoall(x, out=out) is out
         check_equal(out, want, what + " (out=)")
         self.calls += 2
+
+    def gather_scatter(self, dtype, count):
+        comm = self.comm
+        for root in range(self.n):
+            inputs = self.everyone(count, dtype, salt=20 + root)
+            what = f"gather root {root} {np.dtype(dtype)} x{count}"
+            got = comm.gather(inputs[self.rank], root)
+            if self.rank == root:
+                check_equal(got, np.stack(inputs), what)
+            else:
+                assert got is None, what + ": a non-root gets None"
+            # Scatter back what the root gathered: rank j gets block j.
+            whole = np.concatenate(inputs) if self.rank == root else None
+            what = f"scatter root {root} {np.dtype(dtype)} x{count}"
+            if self.rank == root:
+                check_equal(comm.scatter(whole, root=root), inputs[self.rank], what)
+                mine = whole[self.rank * count:(self.rank + 1) * count]
+                assert comm.scatter(whole, root=root, out=mine) is mine, what + " (in place)"
+                check_equal(mine, inputs[self.rank], what + " (in place)")
+            else:
+                out = np.zeros(count, dtype)
+                assert comm.scatter(None, root=root, out=out) is out
+                check_equal(out, inputs[self.rank], what)
+                out = np.zeros(count, dtype)
+                assert comm.scatter(None, root, out=out) is out
+                check_equal(out, inputs[self.rank], what + " (again)")
+            self.calls += 3
 
     def point_to_point(self, dtype, count):
         if self.n == 1:
@@ -217,6 +254,7 @@ def main():
                 grid.broadcast(dtype, count)
                 grid.reduce(dtype, count)
                 grid.alltoall(dtype, count)
+                grid.gather_scatter(dtype, count)
                 grid.point_to_point(dtype, count)
                 grid.asynchronous(dtype, count)
         shapes_and_buffers(comm)

@@ -33,7 +33,9 @@ def invalid_arguments(comm):
     for bad in [np.zeros(4, np.int16), np.zeros(4, np.complex64), np.zeros(4, bool)]:
         expect(chorus.InvalidArgument, lambda b=bad: comm.allreduce(b),
                f"dtype {bad.dtype}", "chorus does not support")
-    expect(chorus.InvalidArgument, lambda: comm.allreduce(x, "band"), "op 'band'")
+    expect(chorus.InvalidArgument, lambda: comm.allreduce(x, "xor"), "op 'xor'", "bxor")
+    expect(chorus.InvalidArgument, lambda: comm.allreduce(x, "band"),
+           "ReduceOp band applies to integer types only, not float32")
     expect(chorus.InvalidArgument, lambda: comm.allreduce(x, 3), "op must be a str")
     expect(chorus.InvalidArgument, lambda: comm.allreduce(x, out=np.zeros(8, np.float64)),
            "out has type float64")

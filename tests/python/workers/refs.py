@@ -12,6 +12,8 @@ import numpy as np
 NUMPY_DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64,
                 np.float16, np.float32, np.float64]
 OPS = ["sum", "prod", "min", "max", "avg"]
+# On the integer types only.
+BITWISE_OPS = ["band", "bor", "bxor"]
 
 
 def is_unsigned(dtype):
@@ -44,6 +46,9 @@ def reduce_ref(inputs, op, dtype):
         return np.min(wide, axis=0).astype(dtype)
     if op == "max":
         return np.max(wide, axis=0).astype(dtype)
+    if op in BITWISE_OPS:
+        fold = {"band": np.bitwise_and, "bor": np.bitwise_or, "bxor": np.bitwise_xor}[op]
+        return fold.reduce(wide, axis=0).astype(dtype)
     assert op == "avg"
     s = np.sum(wide, axis=0)
     if dtype.kind in "iu":  # integers truncate toward zero

@@ -10,6 +10,7 @@ here; async_op=True and futures; non-contiguous tensors. Prints
 "torch_collectives OK" at the end.
 """
 
+import functools
 import os
 import sys
 
@@ -22,6 +23,8 @@ DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torc
           torch.float32, torch.float64]
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
+# On the integer types only.
+BITWISE = {"band": dist.ReduceOp.BAND, "bor": dist.ReduceOp.BOR, "bxor": dist.ReduceOp.BXOR}
 COUNTS = [0, 1, 7, 1031]
 
 
@@ -51,6 +54,9 @@ def reduce_ref(inputs, op, dtype):
         return wide.min(0).values.to(dtype)
     if op == "max":
         return wide.max(0).values.to(dtype)
+    if op in BITWISE:
+        fold = {"band": torch.bitwise_and, "bor": torch.bitwise_or, "bxor": torch.bitwise_xor}[op]
+        return functools.reduce(fold, wide.unbind(0)).to(dtype)
     s = wide.sum(0)
     if not floating:
         return (s.sign() * (s.abs() // n)).to(dtype)
@@ -80,7 +86,16 @@ class Suite:
         return [data(r, count, dtype, op, salt) for r in range(self.n)]
 
     def all_reduce(self, dtype, count):
-        for name, op in OPS.items():
+        ops = dict(OPS) if dtype.is_floating_point else {**OPS, **BITWISE}
+        if dtype.is_floating_point and count > 0:
+            t = torch.ones(count, dtype=dtype)
+            try:
+                dist.all_reduce(t, op=dist.ReduceOp.BAND)
+            except RuntimeError as e:
+                assert "integer types only" in str(e), str(e)
+            else:
+                raise AssertionError(f"all_reduce BAND of {dtype} was accepted")
+        for name, op in ops.items():
             inputs = self.everyone(count, dtype, name)
             t = inputs[self.rank].clone()
             dist.all_reduce(t, op=op)

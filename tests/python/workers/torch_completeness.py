@@ -7,7 +7,8 @@ same ranks are made with new_group(backend="gloo").
     all_gather_coalesced  several tensors, an empty one and complex ones
     monitored_barrier     the process group's method: passes when every rank
                           calls it; rank 0 names the rank that did not come
-                          (every missing rank with wait_all_ranks=True)
+                          (every missing rank with wait_all_ranks=True);
+                          a zero timeout raises at once on rank 0
     all_reduce (sparse)   sparse COO tensors with different non-zeros per rank
     recv without src      rank 0 receives from whichever rank sends first and
                           learns the sender (recvAnysource)
@@ -85,6 +86,20 @@ def monitored(rank, n):
                 continue
             raise AssertionError(f"{backend}: monitored_barrier passed on rank {rank} "
                                  f"without ranks {absent}")
+    # A zero timeout has passed already: rank 0, alone in the call, raises
+    # at once naming itself and the first missing rank, as gloo does.
+    for backend in ("chorus", "gloo"):
+        group = dist.new_group(backend=backend, timeout=short)
+        if rank != 0:
+            continue
+        try:
+            group.monitored_barrier(datetime.timedelta(seconds=0))
+        except RuntimeError as e:
+            assert "Rank 0 timed out in monitoredBarrier" in str(e), (backend, str(e))
+            if backend == "chorus":
+                assert "Rank 1 failed to pass monitoredBarrier in 0 ms" in str(e), str(e)
+            continue
+        raise AssertionError(f"{backend}: monitored_barrier(timeout=0) passed on rank 0 alone")
 
 
 def sparse(rank, chorus_group, gloo_group):

@@ -19,8 +19,11 @@ from expect import expect
 
 def unsupported(rank):
     t = torch.ones(4)
-    expect(chorus.InvalidArgument, lambda: dist.all_reduce(t, op=dist.ReduceOp.BAND), "BAND")
-    expect(chorus.InvalidArgument, lambda: dist.all_reduce(t, op=dist.ReduceOp.BXOR), "BXOR")
+    # The bitwise ops reduce integers only.
+    expect(chorus.InvalidArgument, lambda: dist.all_reduce(t, op=dist.ReduceOp.BAND),
+           "ReduceOp band applies to integer types only, not float32")
+    expect(chorus.InvalidArgument, lambda: dist.all_reduce(t, op=dist.ReduceOp.BXOR),
+           "ReduceOp bxor applies to integer types only")
     # A tensor on another device (this torch has no CUDA; "meta" reaches the
     # backend in inference mode, where no autograd key stands in the way).
     with torch.inference_mode():
