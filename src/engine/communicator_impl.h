@@ -10,6 +10,7 @@
 #include "algorithms/algorithm.h"
 #include "core/config.h"
 #include "engine/flight_recorder.h"
+#include "engine/metrics.h"
 #include "engine/progress.h"
 #include "exec/executor.h"
 #include "transport/transport.h"
@@ -111,6 +112,8 @@ class CommunicatorImpl {
   int size() const { return size_; }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
+  // Whether this communicator keeps metrics (CHORUS_METRICS).
+  bool has_metrics() const { return metrics_ != nullptr; }
   // A grow that failed after its generation was claimed spends it
   // (recovery/grow.cc): the next grow of this communicator takes the next one.
   void spend_generation(int generation) { config_.generation = generation; }
@@ -376,6 +379,10 @@ class CommunicatorImpl {
   std::vector<uint32_t> sent_to_;
   std::vector<uint32_t> received_from_;
   FlightRecorder recorder_;
+  // With CHORUS_METRICS: this communicator's counters (engine/metrics.h).
+  std::shared_ptr<CallMetrics> metrics_;
+  // Counts the call of flight record `record` that ended at `now`.
+  void count_call(uint64_t record, Deadline now);
   // Who drives the executor (engine/progress.h); the progress thread, in
   // CHORUS_PROGRESS=thread, is declared last so that it goes first.
   Turn turn_{[this] { transport_->interrupt(); }};

@@ -104,6 +104,11 @@ class FlightRecorder {
   std::string dump(const std::string& dir, int rank, int size, std::string_view transport) const;
 
   uint64_t calls() const { return next_; }
+  // The entry of call `seq`, or null once the ring has moved past it.
+  const Entry* entry(uint64_t seq) const {
+    const Entry& e = ring_[seq % kFlightRecorderCalls];
+    return e.seq == seq && seq < next_ ? &e : nullptr;
+  }
 
  private:
   Entry* find(uint64_t seq) {
