@@ -151,6 +151,10 @@ void Communicator::abort(std::string_view reason) {
   guarded("abort", [&] { detail::impl_of(*this).abort(reason); });
 }
 
+std::vector<StragglerStats> Communicator::stragglers(int calls) {
+  return guarded("stragglers", [&] { return detail::impl_of(*this).stragglers(calls); });
+}
+
 void Communicator::revoke() {
   guarded("revoke", [&] {
     detail::CommunicatorImpl& impl = detail::impl_of(*this);

@@ -467,6 +467,12 @@ const Setting kSettings[] = {
        c.metrics_interval = s;
      },
      [](const Config& c) { return number_text(c.metrics_interval); }},
+    {"CHORUS_STRAGGLERS",
+     "1: as a job's communicator ends, rank 0 prints who arrived last, how late, per rank",
+     [](Config& c, const std::string& v) {
+       c.stragglers_summary = parse_bit("CHORUS_STRAGGLERS", v);
+     },
+     [](const Config& c) { return std::string(c.stragglers_summary ? "1" : "0"); }},
     {"CHORUS_TCP_ADDR",
      "the address this rank publishes for tcp peers (unset: the one that routes to the store)",
      [](Config& c, const std::string& v) { c.tcp_address = v; },

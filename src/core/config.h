@@ -87,6 +87,7 @@ struct Config {
   std::string store_secret;         // CHORUS_STORE_SECRET; "" = an open tcp:// store
   std::string metrics;              // CHORUS_METRICS; "" = no metrics
   double metrics_interval = 5;      // CHORUS_METRICS_INTERVAL, seconds
+  bool stragglers_summary = false;  // CHORUS_STRAGGLERS
   // Not a variable: the rank a communicator's metrics count under (that of
   // the communicator a derived one came from); -1 = its own.
   int metrics_rank = -1;

@@ -279,6 +279,10 @@ std::shared_ptr<RecoveryLink> CommunicatorImpl::revoke_for_recovery() {
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  // CHORUS_STRAGGLERS=1: a last report, while the progress thread still runs.
+  // Not for derived communicators (split, shrink, grow): the job's own one.
+  if (config_.stragglers_summary && !config_.derived && size_ > 1 && !broken_)
+    print_stragglers_summary();
   if (progress_) {
     // Taking the turn makes the progress thread let go of it, and with
     // closing_ set it never takes it again. The thread is joined without the
@@ -550,6 +554,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   // After enqueue, which has published the first small messages already.
   const Deadline now = Clock::now();
   work->exec.set_deadline(program->one_sided ? one_sided_deadline : deadline_after(timeout, now));
+  work->exec.set_started(now);
   record(now);
   outstanding_.push_back(work);
   return work;

@@ -165,6 +165,9 @@ class CommunicatorImpl {
 
   // The flight recorder as JSON (engine/flight_recorder.h).
   std::string flight_record();
+  // Communicator::stragglers (engine/stragglers.h); `timeout` bounds its
+  // ping-pongs and its exchange (0: CHORUS_TIMEOUT).
+  std::vector<StragglerStats> stragglers(int window, std::chrono::milliseconds timeout = {});
   // Switches who advances outstanding work (CHORUS_PROGRESS), for the grids
   // that run both modes on one communicator: starts or stops the progress
   // thread. The thread that uses the communicator.
@@ -383,6 +386,15 @@ class CommunicatorImpl {
   std::shared_ptr<CallMetrics> metrics_;
   // Counts the call of flight record `record` that ended at `now`.
   void count_call(uint64_t record, Deadline now);
+  // The call number up to which stragglers() has counted last arrivers in
+  // the metrics (each call once).
+  uint32_t stragglers_counted_ = 0;
+  std::vector<StragglerStats> last_stragglers_;  // the last report
+  // This rank's clock offset to rank 0 and its error bar, in ns, from
+  // kClockRounds ping-pongs with rank 0 (every rank calls it).
+  std::pair<int64_t, int64_t> measure_clock(std::chrono::milliseconds timeout);
+  // CHORUS_STRAGGLERS=1: rank 0 prints the summary as the communicator ends.
+  void print_stragglers_summary();
   // Who drives the executor (engine/progress.h); the progress thread, in
   // CHORUS_PROGRESS=thread, is declared last so that it goes first.
   Turn turn_{[this] { transport_->interrupt(); }};

@@ -85,8 +85,8 @@ CallMetrics::Series& CallMetrics::series_for(std::string_view collective,
   return s;
 }
 
-void CallMetrics::call_done(std::string_view collective, std::string_view algorithm,
-                            uint64_t bytes, double seconds) {
+void CallMetrics::call_done(std::string_view collective, std::string_view algorithm, uint64_t bytes,
+                            double seconds) {
   Series& s = series_for(collective, algorithm);
   add(s.calls, 1);
   add(s.bytes, bytes);
@@ -209,8 +209,7 @@ std::string labels(std::initializer_list<std::pair<std::string_view, std::string
   return out + "}";
 }
 
-void family(std::string& out, std::string_view name, std::string_view type,
-            std::string_view help) {
+void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
   out += str_cat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
 }
 
@@ -244,8 +243,8 @@ std::string render_locked(Registry& reg) {
   for (const auto& b : reg.blocks) {
     for (size_t i = 0; i < b->series_count(); ++i) {
       const CallMetrics::Series& s = b->series(i);
-      Sum& sum = calls[{b->rank(), std::string(s.collective), std::string(s.algorithm),
-                        b->transport()}];
+      Sum& sum =
+          calls[{b->rank(), std::string(s.collective), std::string(s.algorithm), b->transport()}];
       sum.calls += get(s.calls);
       sum.bytes += get(s.bytes);
       sum.ns += get(s.nanoseconds);
@@ -268,9 +267,10 @@ std::string render_locked(Registry& reg) {
   for (const auto& [k, s] : calls) {
     const auto& [rank, coll, algo, transport] = k;
     const std::string r = std::to_string(rank);
-    out += str_cat("chorus_calls_total",
-                   labels({{"rank", r}, {"collective", coll}, {"algo", algo}, {"transport", transport}}),
-                   " ", s.calls, "\n");
+    out += str_cat(
+        "chorus_calls_total",
+        labels({{"rank", r}, {"collective", coll}, {"algo", algo}, {"transport", transport}}), " ",
+        s.calls, "\n");
   }
   family(out, "chorus_bytes_total", "counter",
          "Bytes of the calls completed (count times element size), by collective, algorithm and "
@@ -278,9 +278,10 @@ std::string render_locked(Registry& reg) {
   for (const auto& [k, s] : calls) {
     const auto& [rank, coll, algo, transport] = k;
     const std::string r = std::to_string(rank);
-    out += str_cat("chorus_bytes_total",
-                   labels({{"rank", r}, {"collective", coll}, {"algo", algo}, {"transport", transport}}),
-                   " ", s.bytes, "\n");
+    out += str_cat(
+        "chorus_bytes_total",
+        labels({{"rank", r}, {"collective", coll}, {"algo", algo}, {"transport", transport}}), " ",
+        s.bytes, "\n");
   }
   family(out, "chorus_call_seconds", "histogram",
          "Time from a call's submission to its completion on this rank.");
@@ -321,8 +322,8 @@ std::string render_locked(Registry& reg) {
   for (size_t i = 0; i < reg.errors.size(); ++i) {
     const uint64_t n = reg.errors[i].load(std::memory_order_relaxed);
     if (n == 0) continue;
-    out += str_cat("chorus_errors_total",
-                   labels({{"kind", to_string(static_cast<ErrorCode>(i))}}), " ", n, "\n");
+    out += str_cat("chorus_errors_total", labels({{"kind", to_string(static_cast<ErrorCode>(i))}}),
+                   " ", n, "\n");
   }
   family(out, "chorus_revokes_total", "counter", "Communicators revoked by this process.");
   out += str_cat("chorus_revokes_total ", reg.revokes.load(std::memory_order_relaxed), "\n");
@@ -333,18 +334,18 @@ std::string render_locked(Registry& reg) {
   family(out, "chorus_straggler_last_total", "counter",
          "Collectives in which late_rank arrived last, as rank saw them.");
   for (const auto& [k, v] : late)
-    out += str_cat("chorus_straggler_last_total",
-                   labels({{"rank", std::to_string(k.first)},
-                           {"late_rank", std::to_string(k.second)}}),
-                   " ", v.first, "\n");
+    out += str_cat(
+        "chorus_straggler_last_total",
+        labels({{"rank", std::to_string(k.first)}, {"late_rank", std::to_string(k.second)}}), " ",
+        v.first, "\n");
   family(out, "chorus_straggler_late_seconds_sum", "counter",
          "Summed lateness of late_rank over the collectives it arrived last in (how long the "
          "first arriver waited for it).");
   for (const auto& [k, v] : late)
-    out += str_cat("chorus_straggler_late_seconds_sum",
-                   labels({{"rank", std::to_string(k.first)},
-                           {"late_rank", std::to_string(k.second)}}),
-                   " ", seconds_text(v.second), "\n");
+    out += str_cat(
+        "chorus_straggler_late_seconds_sum",
+        labels({{"rank", std::to_string(k.first)}, {"late_rank", std::to_string(k.second)}}), " ",
+        seconds_text(v.second), "\n");
   return out;
 }
 
@@ -389,8 +390,8 @@ std::shared_ptr<CallMetrics> register_metrics(const std::string& config_text, do
   } else {
     const int port = target.port == 0 ? 0 : target.port + rank;
     try {
-      reg.server = std::make_unique<MetricsServer>(target.address, port,
-                                                   [] { return render_metrics(); });
+      reg.server =
+          std::make_unique<MetricsServer>(target.address, port, [] { return render_metrics(); });
     } catch (const Error& e) {
       reg.blocks.pop_back();
       reg.first_rank = -1;

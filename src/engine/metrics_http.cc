@@ -24,10 +24,10 @@ MetricsServer::MetricsServer(const std::string& address, int port,
                              std::function<std::string()> render)
     : state_(std::make_unique<State>()) {
   httplib::Server& server = state_->server;
-  server.Get("/metrics", [render = std::move(render)](const httplib::Request&,
-                                                      httplib::Response& response) {
-    response.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  server.Get("/metrics",
+             [render = std::move(render)](const httplib::Request&, httplib::Response& response) {
+               response.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+             });
   const std::string host = address.empty() ? "0.0.0.0" : address;
   if (port == 0) {
     port_ = server.bind_to_any_port(host);

@@ -1,8 +1,8 @@
 // CHORUS_METRICS (src/engine/metrics.h): the value's forms and errors, and
 // the counters of inproc ranks against the calls they made. The Prometheus
 // parser's check and the shm, tcp and HTTP runs are tests/python/test_metrics.py.
-#include "core/config.h"
 #include "engine/metrics.h"
+#include "core/config.h"
 
 #include <chorus/chorus.h>
 
@@ -78,15 +78,16 @@ TEST(Metrics, InprocCountersMatchTheCalls) {
     for (int i = 0; i < kReduces; ++i)
       comm.allreduce(x.data(), x.data(), 2, DataType::float32, ReduceOp::sum);
     std::vector<int32_t> mine(4, comm.rank()), all(4 * kRanks);
-    for (int i = 0; i < kGathers; ++i)
-      comm.allgather(mine.data(), all.data(), 4, DataType::int32);
+    for (int i = 0; i < kGathers; ++i) comm.allgather(mine.data(), all.data(), 4, DataType::int32);
   });
   ::unsetenv("CHORUS_METRICS");
   const std::string text = render_metrics();
-  EXPECT_EQ(sum_of(text, "chorus_calls_total", {"collective=\"allreduce\"", "transport=\"inproc\""}),
-            kRanks * kReduces)
+  EXPECT_EQ(
+      sum_of(text, "chorus_calls_total", {"collective=\"allreduce\"", "transport=\"inproc\""}),
+      kRanks * kReduces)
       << text;
-  EXPECT_EQ(sum_of(text, "chorus_bytes_total", {"collective=\"allreduce\""}), kRanks * kReduces * 8);
+  EXPECT_EQ(sum_of(text, "chorus_bytes_total", {"collective=\"allreduce\""}),
+            kRanks * kReduces * 8);
   EXPECT_EQ(sum_of(text, "chorus_calls_total", {"collective=\"allgather\""}), kRanks * kGathers);
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(sum_of(text, "chorus_calls_total",
