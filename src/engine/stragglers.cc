@@ -7,7 +7,8 @@
 namespace chorus::detail {
 
 std::vector<StragglerStats> attribute_stragglers(const std::vector<RankArrivals>& ranks,
-                                                 size_t window, std::vector<CallVerdict>* verdicts) {
+                                                 size_t window,
+                                                 std::vector<CallVerdict>* verdicts) {
   const size_t n = ranks.size();
   std::vector<StragglerStats> out(n);
   for (size_t r = 0; r < n; ++r) out[r].rank = static_cast<int>(r);

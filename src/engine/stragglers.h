@@ -26,8 +26,8 @@ struct RankArrivals {
   int64_t offset_ns = 0;  // rank 0's clock minus this rank's
   int64_t error_ns = 0;   // bound on the offset's error
   struct Call {
-    uint32_t number = 0;      // the collective's call number (its stamp)
-    int64_t arrival_ns = 0;   // on this rank's clock
+    uint32_t number = 0;     // the collective's call number (its stamp)
+    int64_t arrival_ns = 0;  // on this rank's clock
   };
   std::vector<Call> calls;  // oldest first
 };
@@ -36,7 +36,7 @@ struct RankArrivals {
 struct CallVerdict {
   uint32_t number = 0;
   int last_rank = -1;
-  int64_t late_ns = 0;     // last arrival minus first
+  int64_t late_ns = 0;      // last arrival minus first
   bool attributed = false;  // late_ns beyond the error of the two offsets
 };
 
