@@ -615,7 +615,7 @@ void CommunicatorImpl::retire(const std::shared_ptr<WorkState>& work) {
   if (w.retired) return;
   const Deadline now = Clock::now();
   recorder_.finish(w.record, now);
-  if (metrics_) count_call(w.record, now);
+  if (metrics_ && !w.uncounted) count_call(w.record, now);
   if (!w.planned) pool_.give(std::exchange(w.scratch, {}));
   if (w.learn != nullptr && selector_->learner() != nullptr) {
     double seconds = std::chrono::duration<double>(now - w.started).count();

@@ -63,7 +63,8 @@ struct WorkState {
   ScratchPool::Buffer scratch;
   bool planned = false;  // a Plan's run: the scratch is the plan's, kept across runs
   Execution exec;
-  uint64_t record = 0;  // its entry in the flight recorder
+  uint64_t record = 0;     // its entry in the flight recorder
+  bool uncounted = false;  // chorus's own message (a clock ping-pong): not in the metrics
   // A call the learner times (tune/learner.h): its class, ticket and start.
   LearnClass* learn = nullptr;
   uint64_t ticket = 0;

@@ -338,12 +338,12 @@ std::string render_locked(Registry& reg) {
         "chorus_straggler_last_total",
         labels({{"rank", std::to_string(k.first)}, {"late_rank", std::to_string(k.second)}}), " ",
         v.first, "\n");
-  family(out, "chorus_straggler_late_seconds_sum", "counter",
+  family(out, "chorus_straggler_late_seconds_total", "counter",
          "Summed lateness of late_rank over the collectives it arrived last in (how long the "
          "first arriver waited for it).");
   for (const auto& [k, v] : late)
     out += str_cat(
-        "chorus_straggler_late_seconds_sum",
+        "chorus_straggler_late_seconds_total",
         labels({{"rank", std::to_string(k.first)}, {"late_rank", std::to_string(k.second)}}), " ",
         seconds_text(v.second), "\n");
   return out;

@@ -15,7 +15,7 @@
 //   chorus_errors_total{kind="timeout"} 1
 //   chorus_revokes_total 0, chorus_shrinks_total 0, chorus_grows_total 0
 //   chorus_straggler_last_total{rank="0",late_rank="2"} 19
-//   chorus_straggler_late_seconds_sum{rank="0",late_rank="2"} 0.095
+//   chorus_straggler_late_seconds_total{rank="0",late_rank="2"} 0.095
 //
 // `rank` is the rank of the communicator that counted (a communicator
 // derived by split, shrink or grow counts under the rank of the communicator

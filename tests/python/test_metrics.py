@@ -46,6 +46,10 @@ def test_file_counts_match_the_calls(tmp_path, transport):
         assert value(fams, "chorus_errors", "chorus_errors_total") == 0, text
         for name in ["chorus_revokes", "chorus_shrinks", "chorus_grows"]:
             assert value(fams, name, name + "_total") == 0, text
+        # stragglers() counted each of the 10 collectives' last arriver at most once.
+        assert fams["chorus_straggler_last"].type == "counter"
+        assert fams["chorus_straggler_late_seconds"].type == "counter"
+        assert value(fams, "chorus_straggler_last", "chorus_straggler_last_total", rank=r) <= 10
     # Written through a rename: no temporary file is left.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chorus-0.prom", "chorus-1.prom"]
 
