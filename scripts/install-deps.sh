@@ -14,13 +14,15 @@ set -euo pipefail
 # in a virtual environment (python3-venv, python3-pip); ccache lets it, and
 # its test, reuse the objects of the CMake build.
 # make format and make format-check (run by .ci/run) need clang-format.
+# CHORUS_METRICS=:PORT serves /metrics through cpp-httplib (libcpp-httplib-dev);
+# the metrics tests parse the output with python3-prometheus-client.
 # scripts/testbed (the testbed tests) needs ip and tc (iproute2), nsenter,
 # unshare and mount (util-linux, mount) and Debian's python3.
 pkgs=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       libcli11-dev nlohmann-json3-dev libssl-dev gnuplot-nox openmpi-bin clang libclang-rt-14-dev llvm
       python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev
       python3-setuptools python3-wheel python3-venv python3-pip ccache clang-format
-      iproute2 util-linux mount python3 "$@")
+      iproute2 util-linux mount python3 libcpp-httplib-dev python3-prometheus-client "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

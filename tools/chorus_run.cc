@@ -30,8 +30,15 @@
 // CHORUS_JOIN_GENERATION=k and no CHORUS_RANK, so that the program calls
 // chorus::join_from_env() where that variable is set (docs/LAUNCHING.md).
 //
+// `chorus-run --params` prints every CHORUS_* setting (core/config.h's list):
+// the value in effect, where it came from (environment or default), its
+// default and a one-line description; a malformed value is the error that
+// a rank would stop with. `--params --markdown` prints the table of
+// docs/LAUNCHING.md (name, default, description), which a docs test compares.
+//
 // For several hosts, start the ranks with mpirun, srun or torchrun instead;
 // chorus::init_from_env() reads their variables.
+#include "core/config.h"
 #include "core/transport_kind.h"
 #include "launcher.h"
 
@@ -41,6 +48,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -75,6 +83,42 @@ void split_command_line(int argc, char** argv, std::vector<std::string>& own,
   command.assign(argv + i, argv + argc);
 }
 
+// `--params`: one line per setting, in aligned columns.
+void print_params(std::FILE* out) {
+  const std::vector<chorus::SettingValue> values = chorus::settings_in_effect(chorus::env_var);
+  size_t w_name = 0, w_value = 0, w_default = 0;
+  for (const auto& v : values) {
+    w_name = std::max(w_name, std::strlen(v.setting->name));
+    w_value = std::max(w_value, v.value.size());
+    w_default = std::max(w_default, v.default_value.size());
+  }
+  w_name = std::max(w_name, std::strlen("setting"));
+  std::fprintf(out, "%-*s  %-*s  %-11s  %-*s  %s\n", static_cast<int>(w_name), "setting",
+               static_cast<int>(w_value), "value", "source", static_cast<int>(w_default), "default",
+               "description");
+  for (const auto& v : values)
+    std::fprintf(out, "%-*s  %-*s  %-11s  %-*s  %s\n", static_cast<int>(w_name), v.setting->name,
+                 static_cast<int>(w_value), v.value.c_str(), v.source.c_str(),
+                 static_cast<int>(w_default), v.default_value.c_str(), v.setting->description);
+}
+
+// `--params --markdown`: docs/LAUNCHING.md's table, from the defaults alone.
+void print_params_markdown(std::FILE* out) {
+  const std::vector<chorus::SettingValue> values =
+      chorus::settings_in_effect(chorus::env_from_map({}));
+  std::fprintf(out, "| variable | default | meaning |\n|---|---|---|\n");
+  for (const auto& v : values) {
+    std::string description = v.setting->description;
+    std::string escaped;
+    for (char ch : description) {
+      if (ch == '|') escaped += '\\';
+      escaped += ch;
+    }
+    std::fprintf(out, "| `%s` | %s | %s |\n", v.setting->name, v.default_value.c_str(),
+                 escaped.c_str());
+  }
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"chorus-run: start N local ranks of a chorus program"};
   int nranks = 0;
@@ -84,7 +128,14 @@ int run(int argc, char** argv) {
   bool elastic = false;
   int replace = 0;
   std::vector<std::string> command;
-  app.add_option("-n,--nranks", nranks, "number of ranks")->required()->check(CLI::Range(1, 4096));
+  bool params = false;
+  bool markdown = false;
+  app.add_option("-n,--nranks", nranks, "number of ranks (required to start a job)")
+      ->check(CLI::Range(1, 4096));
+  app.add_flag("--params", params,
+               "print every CHORUS_* setting: value in effect, its source, default, description");
+  app.add_flag("--markdown", markdown,
+               "with --params: the table of docs/LAUNCHING.md (setting, default, description)");
   app.add_option("--transport", transport, "force a transport for every peer")
       ->check(CLI::IsMember(chorus::transport_name_list(chorus::process_transports())));
   app.add_option("--store", store_kind, "rendezvous store: a private directory or a TcpStore")
@@ -109,6 +160,21 @@ int run(int argc, char** argv) {
   std::vector<const char*> own_argv;
   for (const auto& a : own) own_argv.push_back(a.c_str());
   CLI11_PARSE(app, static_cast<int>(own_argv.size()), own_argv.data());
+  if (markdown && !params) {
+    std::fprintf(stderr, "chorus-run: --markdown needs --params\n");
+    return 2;
+  }
+  if (params) {
+    if (markdown)
+      print_params_markdown(stdout);
+    else
+      print_params(stdout);
+    return 0;
+  }
+  if (nranks < 1) {
+    std::fprintf(stderr, "chorus-run: -n N is required\n%s", app.help().c_str());
+    return 2;
+  }
   if (replace > 0 && !elastic) {
     std::fprintf(stderr, "chorus-run: --replace needs --elastic\n");
     return 2;

@@ -40,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace chorus {
 
@@ -187,6 +188,24 @@ struct Call {
   std::string_view name() const;
 };
 
+// One rank's part in the waiting of recent collectives
+// (Communicator::stragglers). A rank's lateness in a call is its arrival (when
+// it entered the call) minus the first arrival, on rank 0's clock.
+struct StragglerStats {
+  int rank = 0;
+  int calls = 0;           // collectives looked at (the same for every rank)
+  int last_count = 0;      // of them, those it arrived last in, later than error_s
+  double mean_late_s = 0;  // its lateness, mean over the calls
+  double p90_late_s = 0;   // its lateness, 90th percentile over the calls
+  // The share of the group's waiting (summed over the calls: last arrival
+  // minus first) that it caused, as the last arriver beyond the error.
+  double wait_share = 0;
+  // The error bar of its lateness: the clock offsets' errors (half the best
+  // round trip of the ping-pongs that measured them), its own and the
+  // largest other; a lateness below it is not attributed.
+  double error_s = 0;
+};
+
 // Every call on a moved-from Communicator raises Error(invalid_argument).
 // Only chorus::Error leaves its methods (out of memory is ErrorCode::system).
 class Communicator {
@@ -279,6 +298,16 @@ class Communicator {
   // still waited for. CHORUS_FLIGHT_RECORDER=DIR also writes it to
   // DIR/chorus-flight-rank<R>.json whenever a call fails.
   std::string flight_record() const;
+
+  // A collective (every rank calls it, in the order of its other calls):
+  // who held the others back over the last `calls` collectives (0: as many
+  // as every rank still has in its flight recorder, at most 64). Each rank
+  // keeps its arrival times; this call measures every rank's clock offset
+  // to rank 0 (ping-pongs, NTP style, with their error bar), gathers the
+  // arrivals and returns one StragglerStats per rank, the same on every
+  // rank. The flight record then carries each of those calls' last arriver
+  // and its lateness (docs/OPERATING.md).
+  std::vector<StragglerStats> stragglers(int calls = 0);
 
   // A collective: every rank calls it with the same `bytes`, in the same
   // order as its other calls. Raises Error(invalid_argument) where the ranks

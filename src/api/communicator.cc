@@ -151,19 +151,34 @@ void Communicator::abort(std::string_view reason) {
   guarded("abort", [&] { detail::impl_of(*this).abort(reason); });
 }
 
+std::vector<StragglerStats> Communicator::stragglers(int calls) {
+  return guarded("stragglers", [&] { return detail::impl_of(*this).stragglers(calls); });
+}
+
 void Communicator::revoke() {
   guarded("revoke", [&] {
     detail::CommunicatorImpl& impl = detail::impl_of(*this);
     impl.abort(str_cat("revoke() called on rank ", impl.rank()), ErrorCode::revoked);
+    if (impl.has_metrics()) detail::count_metrics_event(detail::MetricsEvent::revoke);
   });
 }
 
 Communicator Communicator::shrink(std::chrono::milliseconds timeout) {
-  return guarded("shrink", [&] { return detail::shrink(*this, timeout); });
+  return guarded("shrink", [&] {
+    Communicator smaller = detail::shrink(*this, timeout);
+    if (detail::impl_of(smaller).has_metrics())
+      detail::count_metrics_event(detail::MetricsEvent::shrink);
+    return smaller;
+  });
 }
 
 Communicator Communicator::grow(int joining, std::chrono::milliseconds timeout) {
-  return guarded("grow", [&] { return detail::grow(*this, joining, timeout); });
+  return guarded("grow", [&] {
+    Communicator larger = detail::grow(*this, joining, timeout);
+    if (detail::impl_of(larger).has_metrics())
+      detail::count_metrics_event(detail::MetricsEvent::grow);
+    return larger;
+  });
 }
 
 Work Communicator::submit(const Call& call) {

@@ -1,69 +1,12 @@
-// Every environment variable chorus reads, in one place. The README lists them.
+// Every environment variable chorus reads, in one place: the list of
+// settings below (settings()) holds each CHORUS_* variable with its
+// description, parser and printer; Config::from_env reads through it,
+// `chorus-run --params` prints it with the values in effect, and
+// docs/LAUNCHING.md's settings table is generated from it
+// (`chorus-run --params --markdown`). A CHORUS_* variable read anywhere else
+// goes through setting_var, which refuses a name the list lacks.
 //
-//   CHORUS_TIMEOUT     default deadline of a call, in seconds (default 300);
-//                      inf: none
-//   CHORUS_ALGO        algorithm override: "ring" for every collective that has
-//                      it, or per collective "allreduce=ring,allgather=bruck"
-//   CHORUS_TRANSPORT   shm | tcp: force a transport on every process of a job
-//                      (core/transport_kind.h; inproc ranks are threads, which
-//                      only run_ranks starts)
-//   CHORUS_DEBUG       WARN | INFO | TRACE | TUNING (or TUNE) (comma list,
-//                      any case): logging; TUNING logs the tuner's picks and
-//                      what it learns (tune/learner.h)
-//   CHORUS_TUNER       learn | model | off: how a call with no algorithm named
-//                      gets one (default learn): learn times the candidates
-//                      the model proposes and keeps each call class's
-//                      fastest (tune/learner.h); model takes the fitted
-//                      model's pick; off takes the first registered algorithm
-//                      that serves the call and calibrates nothing. Ranks that
-//                      are threads (inproc) learn only when it is set to learn
-//   CHORUS_SPIN_US     microseconds a waiting rank spins before it blocks
-//                      (default 50; 0 blocks at once)
-//   CHORUS_SEGMENT     pipelining segment in bytes for segmented algorithms
-//   CHORUS_STREAM_BYTES  calls whose output on a rank is at least this many
-//                      bytes write it with non-temporal stores, which skip
-//                      reading each untouched line first (exec/executor.h;
-//                      default 16777216; 0: never)
-//   CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_STORE   bootstrap (init_from_env);
-//                      without them the variables of existing launchers:
-//                      RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun),
-//                      OMPI_COMM_WORLD_RANK/_SIZE (Open MPI), PMI_RANK/PMI_SIZE
-//                      (MPICH Hydra), SLURM_PROCID/SLURM_NTASKS (Slurm)
-//   CHORUS_STORE_SECRET  the job secret a tcp:// store admits clients by
-//                      (challenge and response; it never crosses the wire).
-//                      Every rank needs the same one; chorus-run makes one.
-//                      Unset: the store is open to any process that reaches
-//                      its port (rank 0 warns). Set but empty is an error.
-//   CHORUS_TCP_STREAMS sockets per peer of the tcp transport (default 2 up to
-//                      256 ranks, else 1: see tcp_streams_for)
-//   CHORUS_TCP_ADDR    address this rank publishes for tcp peers on other hosts
-//                      (default: the local address that routes to the store)
-//   CHORUS_DETERMINISTIC  1: every AllReduce, ReduceScatter and Reduce
-//                      with sum or avg on a floating type is deterministic
-//                      (CallOptions::deterministic); 0 (default): as each
-//                      call asks
-//   CHORUS_TUNING_FILE the fitted model (and measured rules) for the tuner
-//   CHORUS_TUNING_CACHE on | off: without a tuning file, use (or make and
-//                      store) the calibration cached for this host, transport
-//                      and rank count under $XDG_CACHE_HOME/chorus (default
-//                      ~/.cache/chorus); off calibrates at every start-up
-//                      and stores nothing (default on)
-//   CHORUS_HOST_ID     the host identity this rank publishes (default hostname
-//                      and boot id): ranks with equal identities use shm
-//                      between them; lets one machine stand in for several
-//   CHORUS_FLIGHT_RECORDER  a directory: every failure writes the rank's last
-//                      calls there as JSON (engine/flight_recorder.h)
-//   CHORUS_TRACE       a directory: every communicator writes a Chrome trace
-//                      of its ops there when it is destroyed (exec/trace.h)
-//   CHORUS_BIND        core | none: chorus-run and chorus-perf bind local
-//                      ranks to cores when there are enough (default core)
-//   CHORUS_PROGRESS    thread | caller: who advances an outstanding Work
-//                      while its caller computes (engine/progress.h). thread
-//                      (default): the communicator's progress thread takes
-//                      over whenever a caller returns with work outstanding;
-//                      caller: only calls of the communicator advance it
-//   CHORUS_PROGRESS_CPU  a CPU number: the progress threads run on that CPU
-//                      only (default: wherever the process may run)
+// The descriptions there are one line each; docs/LAUNCHING.md says more.
 #pragma once
 
 #include "core/collective.h"
@@ -75,8 +18,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace chorus {
 
@@ -97,6 +42,19 @@ std::string_view to_string(ProgressMode mode);
 ProgressMode parse_progress_mode(std::string_view text, std::string_view what);
 // A CPU number from 0 to 1023; else an Error(invalid_argument) naming `what`.
 int check_progress_cpu(double cpu, std::string_view text, std::string_view what);
+
+// Where CHORUS_METRICS sends the Prometheus text (engine/metrics.h).
+struct MetricsTarget {
+  enum class Kind { none, file, http } kind = Kind::none;
+  std::string path;     // file: the path, "%r" not yet replaced
+  std::string address;  // http: "" = every address
+  int port = 0;         // http: the base port (0: any free port)
+};
+// Parses CHORUS_METRICS: "" is none; [ADDRESS]:PORT (no '/') is http; any
+// other text a file. Text with no '/' whose last ':' is followed by anything
+// but a port, or a path ending in '/', is an Error(invalid_argument) naming
+// the variable.
+MetricsTarget parse_metrics_target(std::string_view text);
 
 struct Config {
   std::chrono::milliseconds timeout{300'000};
@@ -127,6 +85,12 @@ struct Config {
   std::string flight_recorder_dir;  // CHORUS_FLIGHT_RECORDER; "" = no files
   std::string trace_dir;            // CHORUS_TRACE; "" = no timeline
   std::string store_secret;         // CHORUS_STORE_SECRET; "" = an open tcp:// store
+  std::string metrics;              // CHORUS_METRICS; "" = no metrics
+  double metrics_interval = 5;      // CHORUS_METRICS_INTERVAL, seconds
+  bool stragglers_summary = false;  // CHORUS_STRAGGLERS
+  // Not a variable: the rank a communicator's metrics count under (that of
+  // the communicator a derived one came from); -1 = its own.
+  int metrics_rank = -1;
   // Not a variable: set for a communicator derived from another (split,
   // groups/derive.cc), whose siblings are made on the same host at the same
   // moment. Its tuner then takes a provisional calibration entry as it is
@@ -150,6 +114,42 @@ struct Config {
   // The same, reading the variables through `env`.
   static Config from_env(const EnvLookup& env);
 };
+
+// One CHORUS_* variable.
+struct Setting {
+  const char* name;
+  const char* description;  // one line
+  // Parses a set value into `config`; a malformed one throws
+  // Error(invalid_argument) naming the variable. nullptr for the bootstrap
+  // variables (CHORUS_RANK, CHORUS_STORE, ...), which read_bootstrap_env and
+  // join_from_env read and check themselves.
+  void (*parse)(Config& config, const std::string& value);
+  // The value `config` holds, as text ("unset", "auto" where nothing is
+  // chosen); nullptr with parse.
+  std::string (*show)(const Config& config);
+  // Whether a set but empty value counts as unset (all but
+  // CHORUS_STORE_SECRET, where it is an error).
+  bool empty_is_unset = true;
+};
+
+// Every CHORUS_* variable, in the order --params prints them.
+std::span<const Setting> settings();
+// The setting of that name, or nullptr.
+const Setting* find_setting(std::string_view name);
+// lookup(name) for a name the list holds; Error(internal) for any other.
+std::optional<std::string> setting_var(const EnvLookup& lookup, std::string_view name);
+
+// A setting with its default, the value in effect and where that came from:
+// "environment" or "default" (no setting is read from a tuning file, which
+// holds the tuner's model and rules).
+struct SettingValue {
+  const Setting* setting;
+  std::string default_value;
+  std::string value;
+  std::string source;
+};
+// Every setting as `lookup` gives them (Config::from_env's errors included).
+std::vector<SettingValue> settings_in_effect(const EnvLookup& lookup);
 
 // Sockets per tcp peer for a job of `world_size` ranks: CHORUS_TCP_STREAMS,
 // else 2 up to 256 ranks and 1 beyond. Two streams let the kernel's work on

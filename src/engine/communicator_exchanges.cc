@@ -1,16 +1,24 @@
 // The exchanges a communicator runs outside the user's own calls: the records
 // of shared windows (an allgather run as an ordinary call, or as a part of the
 // one-sided call that needs it), a one-sided call's set-up before its first
-// op, and the alignment of trace clocks at creation.
+// op, the alignment of trace clocks at creation, and the stragglers
+// report (engine/stragglers.h): clock offsets by ping-pong and an exchange
+// of arrival times.
 #include "engine/call_site.h"
 #include "engine/communicator_impl.h"
 
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/stragglers.h"
 #include "exec/trace.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <cstdio>
+#include <map>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace chorus {
@@ -160,7 +168,6 @@ int next_trace_index(int rank) {
 // offset is at most half that round trip.
 void CommunicatorImpl::start_trace() {
   if (config_.trace_dir.empty()) return;
-  constexpr int kClockRounds = 8;
   auto tracer = std::make_unique<Tracer>(rank_, size_);
   int64_t epoch = Tracer::now_ns();
   int64_t offset = 0;
@@ -193,6 +200,157 @@ void CommunicatorImpl::start_trace() {
   tracer_ = std::move(tracer);
   trace_index_ = next_trace_index(rank_);
   engine_.set_tracer(tracer_.get());
+}
+
+std::pair<int64_t, int64_t> CommunicatorImpl::measure_clock(std::chrono::milliseconds timeout) {
+  CallOptions options;
+  options.tag = kSetupTag;  // never meets a user's message
+  options.timeout = timeout;
+  // One message of the ping-pong, waited for; not a call of the user's, so
+  // not in the metrics.
+  auto message = [&](OpKind kind, int64_t* value, int peer) {
+    const bool sending = kind == OpKind::send;
+    auto w = submit_point_to_point(kind, sending ? value : nullptr, sending ? nullptr : value, 1,
+                                   DataType::int64, peer, options);
+    w->uncounted = true;
+    wait(*w);
+  };
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  };
+  if (rank_ == 0) {
+    for (int r = 1; r < size_; ++r) {
+      for (int k = 0; k < kClockRounds; ++k) {
+        int64_t ping = 0;
+        message(OpKind::recv, &ping, r);
+        int64_t reply = now_ns();
+        message(OpKind::send, &reply, r);
+      }
+    }
+    return {0, 0};
+  }
+  int64_t best = INT64_MAX;
+  int64_t offset = 0;
+  for (int k = 0; k < kClockRounds; ++k) {
+    int64_t sent = now_ns();
+    message(OpKind::send, &sent, 0);
+    int64_t reply = 0;
+    message(OpKind::recv, &reply, 0);
+    const int64_t back = now_ns();
+    if (back - sent < best) {
+      best = back - sent;
+      offset = reply - (sent + best / 2);
+    }
+  }
+  // Rank 0 read its clock somewhere within the round trip: the offset is
+  // off by at most half of it.
+  return {offset, (best + 1) / 2};
+}
+
+namespace {
+
+// One rank's part of the stragglers exchange.
+struct PackedArrivals {
+  int64_t offset_ns = 0;
+  int64_t error_ns = 0;
+  uint32_t count = 0;
+  uint32_t unused = 0;
+  struct Call {
+    uint32_t number = 0;
+    uint32_t unused = 0;
+    int64_t arrival_ns = 0;
+  };
+  std::array<Call, kFlightRecorderCalls> calls{};
+};
+static_assert(std::is_trivially_copyable_v<PackedArrivals>);
+
+}  // namespace
+
+std::vector<StragglerStats> CommunicatorImpl::stragglers(int window,
+                                                         std::chrono::milliseconds timeout) {
+  Hold hold(*this);
+  enter_call();
+  if (window < 0)
+    fail(ErrorCode::invalid_argument, CallSite{rank(), "stragglers"}, "negative number of calls ",
+         window);
+  if (timeout.count() <= 0) timeout = config_.timeout;
+  // Earlier calls first: their arrivals are what it reports.
+  for (const auto& w : outstanding_) engine_.wait(w->exec);
+  retire_done();
+  // This rank's arrivals (its collectives' start times in the flight
+  // recorder), before the ping-pongs below take entries of it.
+  PackedArrivals mine;
+  const uint64_t end = recorder_.calls();
+  for (uint64_t seq = end > kFlightRecorderCalls ? end - kFlightRecorderCalls : 0; seq < end;
+       ++seq) {
+    const FlightRecorder::Entry* e = recorder_.entry(seq);
+    if (e == nullptr || e->peer >= 0 || e->state != FlightRecorder::State::done) continue;
+    mine.calls[mine.count++] = {
+        e->number, 0,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(e->start.time_since_epoch()).count()};
+  }
+  std::tie(mine.offset_ns, mine.error_ns) =
+      size_ > 1 ? measure_clock(timeout) : std::pair<int64_t, int64_t>{0, 0};
+  std::vector<PackedArrivals> all(static_cast<size_t>(size_));
+  if (size_ > 1) {
+    exchange(&mine, all.data(), sizeof(PackedArrivals), "stragglers", timeout);
+  } else {
+    all[0] = mine;
+  }
+  std::vector<RankArrivals> ranks(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    ranks[r].offset_ns = all[r].offset_ns;
+    ranks[r].error_ns = all[r].error_ns;
+    const uint32_t n = std::min<uint32_t>(all[r].count, kFlightRecorderCalls);
+    for (uint32_t i = 0; i < n; ++i)
+      ranks[r].calls.push_back({all[r].calls[i].number, all[r].calls[i].arrival_ns});
+  }
+  std::vector<CallVerdict> verdicts;
+  std::vector<StragglerStats> stats =
+      attribute_stragglers(ranks, static_cast<size_t>(window), &verdicts);
+  // Each call's verdict into its flight record; its last arriver into the
+  // metrics, once.
+  std::map<uint32_t, const CallVerdict*> by_number;
+  for (const CallVerdict& v : verdicts) by_number[v.number] = &v;
+  for (uint64_t seq = end > kFlightRecorderCalls ? end - kFlightRecorderCalls : 0; seq < end;
+       ++seq) {
+    FlightRecorder::Entry* e = recorder_.entry(seq);
+    if (e == nullptr || e->peer >= 0) continue;
+    auto it = by_number.find(e->number);
+    if (it == by_number.end()) continue;
+    e->last_rank = it->second->last_rank;
+    e->late_ns = it->second->late_ns;
+    e->late_beyond_error = it->second->attributed;
+  }
+  if (metrics_) {
+    for (const CallVerdict& v : verdicts) {
+      if (v.number <= stragglers_counted_ || !v.attributed) continue;
+      metrics_->straggler(v.last_rank, static_cast<double>(v.late_ns) * 1e-9);
+    }
+  }
+  if (!verdicts.empty())
+    stragglers_counted_ = std::max(stragglers_counted_, verdicts.back().number);
+  last_stragglers_ = stats;
+  return stats;
+}
+
+void CommunicatorImpl::print_stragglers_summary() {
+  std::vector<StragglerStats> report;
+  try {
+    // A peer that has gone stops it within seconds, not CHORUS_TIMEOUT.
+    report = stragglers(0, std::min(config_.timeout, std::chrono::milliseconds(10'000)));
+  } catch (...) {
+    report = last_stragglers_;  // the last report there was, if any
+  }
+  if (rank_ != 0 || report.empty()) return;
+  for (const StragglerStats& s : report)
+    std::fprintf(stderr,
+                 "chorus stragglers: rank %d arrived last in %d of %d collectives (beyond the "
+                 "%.3f ms clock error); late %.3f ms mean, %.3f ms p90; caused %.1f%% of the "
+                 "waiting\n",
+                 s.rank, s.last_count, s.calls, s.error_s * 1e3, s.mean_late_s * 1e3,
+                 s.p90_late_s * 1e3, s.wait_share * 100);
 }
 
 }  // namespace detail

@@ -101,8 +101,21 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<Transport> transport, Config 
         rank_, size_, [this](const WindowRecord& mine) { return exchange_records(mine); });
     engine_.set_windows(windows_.get());
   }
+  if (!config_.metrics.empty()) {
+    // A derived communicator counts under its parent's rank (Config::metrics_rank).
+    if (config_.metrics_rank < 0) config_.metrics_rank = rank_;
+    metrics_ = register_metrics(config_.metrics, config_.metrics_interval, config_.metrics_rank,
+                                size_, std::string(transport_->name()));
+  }
   if (config_.progress == ProgressMode::thread && size_ > 1)
     progress_ = std::make_unique<ProgressThread>([this] { advance(); }, config_.progress_cpu);
+}
+
+void CommunicatorImpl::count_call(uint64_t record, Deadline now) {
+  const FlightRecorder::Entry* e = recorder_.entry(record);
+  if (e == nullptr) return;
+  metrics_->call_done(e->call, e->algorithm, e->count * dtype_size(e->type),
+                      std::chrono::duration<double>(now - e->start).count());
 }
 
 CommunicatorImpl::Hold::~Hold() {
@@ -266,6 +279,10 @@ std::shared_ptr<RecoveryLink> CommunicatorImpl::revoke_for_recovery() {
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  // CHORUS_STRAGGLERS=1: a last report, while the progress thread still runs.
+  // Not for derived communicators (split, shrink, grow): the job's own one.
+  if (config_.stragglers_summary && !config_.derived && size_ > 1 && !broken_)
+    print_stragglers_summary();
   if (progress_) {
     // Taking the turn makes the progress thread let go of it, and with
     // closing_ set it never takes it again. The thread is joined without the
@@ -276,6 +293,7 @@ CommunicatorImpl::~CommunicatorImpl() {
     turn_.unlock();
     progress_.reset();
   }
+  if (metrics_) flush_metrics();  // the file holds this communicator's last calls
   // The learner's decisions held back from the cache (Selector::note_learned).
   if (rank_ == 0 && selector_ != nullptr) {
     try {
@@ -463,6 +481,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
     work->record = recorder_.start(collective_seq_, to_string(call.collective), {}, call.type,
                                    call.op, call.count, call.root, -1, now);
     recorder_.finish(work->record, now);
+    if (metrics_) count_call(work->record, now);
     return work;
   }
   const size_t es = has_data(call.collective) ? dtype_size(call.type) : 1;
@@ -524,6 +543,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
     work->learn = learning;
     work->ticket = step.ticket;
     work->started = call_start;
+    if (metrics_) metrics_->exploration(to_string(call.collective));
   }
   try {
     // Aliasing: the engine's pointer keeps the WorkState alive, no allocation.
@@ -537,6 +557,7 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   // After enqueue, which has published the first small messages already.
   const Deadline now = Clock::now();
   work->exec.set_deadline(program->one_sided ? one_sided_deadline : deadline_after(timeout, now));
+  work->exec.set_started(now);
   record(now);
   outstanding_.push_back(work);
   return work;
@@ -597,6 +618,7 @@ void CommunicatorImpl::retire(const std::shared_ptr<WorkState>& work) {
   if (w.retired) return;
   const Deadline now = Clock::now();
   recorder_.finish(w.record, now);
+  if (metrics_ && !w.uncounted) count_call(w.record, now);
   if (!w.planned) pool_.give(std::exchange(w.scratch, {}));
   if (w.learn != nullptr && selector_->learner() != nullptr) {
     double seconds = std::chrono::duration<double>(now - w.started).count();
@@ -659,12 +681,17 @@ void CommunicatorImpl::fail_all(std::exception_ptr error) {
   if (abort_requested_.load(std::memory_order_acquire))
     abort_carried_out_.store(true, std::memory_order_release);
   std::string what = "a non-standard exception";
+  ErrorCode kind = ErrorCode::internal;
   try {
     std::rethrow_exception(error);
+  } catch (const Error& e) {
+    what = e.what();
+    kind = e.code();
   } catch (const std::exception& e) {
     what = e.what();
   } catch (...) {
   }
+  if (metrics_) count_metrics_error(kind);
   const Deadline now = Clock::now();
   for (auto& w : outstanding_) {
     if (w->retired) continue;

@@ -10,6 +10,7 @@
 #include "algorithms/algorithm.h"
 #include "core/config.h"
 #include "engine/flight_recorder.h"
+#include "engine/metrics.h"
 #include "engine/progress.h"
 #include "exec/executor.h"
 #include "transport/transport.h"
@@ -62,7 +63,8 @@ struct WorkState {
   ScratchPool::Buffer scratch;
   bool planned = false;  // a Plan's run: the scratch is the plan's, kept across runs
   Execution exec;
-  uint64_t record = 0;  // its entry in the flight recorder
+  uint64_t record = 0;     // its entry in the flight recorder
+  bool uncounted = false;  // chorus's own message (a clock ping-pong): not in the metrics
   // A call the learner times (tune/learner.h): its class, ticket and start.
   LearnClass* learn = nullptr;
   uint64_t ticket = 0;
@@ -111,6 +113,8 @@ class CommunicatorImpl {
   int size() const { return size_; }
   Transport& transport() { return *transport_; }
   const Config& config() const { return config_; }
+  // Whether this communicator keeps metrics (CHORUS_METRICS).
+  bool has_metrics() const { return metrics_ != nullptr; }
   // A grow that failed after its generation was claimed spends it
   // (recovery/grow.cc): the next grow of this communicator takes the next one.
   void spend_generation(int generation) { config_.generation = generation; }
@@ -162,6 +166,9 @@ class CommunicatorImpl {
 
   // The flight recorder as JSON (engine/flight_recorder.h).
   std::string flight_record();
+  // Communicator::stragglers (engine/stragglers.h); `timeout` bounds its
+  // ping-pongs and its exchange (0: CHORUS_TIMEOUT).
+  std::vector<StragglerStats> stragglers(int window, std::chrono::milliseconds timeout = {});
   // Switches who advances outstanding work (CHORUS_PROGRESS), for the grids
   // that run both modes on one communicator: starts or stops the progress
   // thread. The thread that uses the communicator.
@@ -376,6 +383,19 @@ class CommunicatorImpl {
   std::vector<uint32_t> sent_to_;
   std::vector<uint32_t> received_from_;
   FlightRecorder recorder_;
+  // With CHORUS_METRICS: this communicator's counters (engine/metrics.h).
+  std::shared_ptr<CallMetrics> metrics_;
+  // Counts the call of flight record `record` that ended at `now`.
+  void count_call(uint64_t record, Deadline now);
+  // The call number up to which stragglers() has counted last arrivers in
+  // the metrics (each call once).
+  uint32_t stragglers_counted_ = 0;
+  std::vector<StragglerStats> last_stragglers_;  // the last report
+  // This rank's clock offset to rank 0 and its error bar, in ns, from
+  // kClockRounds ping-pongs with rank 0 (every rank calls it).
+  std::pair<int64_t, int64_t> measure_clock(std::chrono::milliseconds timeout);
+  // CHORUS_STRAGGLERS=1: rank 0 prints the summary as the communicator ends.
+  void print_stragglers_summary();
   // Who drives the executor (engine/progress.h); the progress thread, in
   // CHORUS_PROGRESS=thread, is declared last so that it goes first.
   Turn turn_{[this] { transport_->interrupt(); }};

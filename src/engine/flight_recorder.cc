@@ -48,6 +48,11 @@ std::string FlightRecorder::to_json(int rank, int size, std::string_view transpo
       j["error"] = e.error;
       j["pending"] = e.pending;
     }
+    if (e.last_rank >= 0) {
+      j["last_rank"] = e.last_rank;
+      j["late_us"] = static_cast<double>(e.late_ns) / 1e3;
+      j["late_beyond_error"] = e.late_beyond_error;
+    }
     calls.push_back(std::move(j));
   }
   return nlohmann::json{{"rank", rank},

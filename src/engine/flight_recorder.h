@@ -8,8 +8,12 @@
 // as errors cite it, or a point-to-point message's number on its pair), its shape
 // (collective, algorithm, dtype, op, count, root or peer), start and end
 // times, its state (running, done, failed) and, once it failed, the error
-// and the ops it was still waiting for. Recording a call costs a few stores;
-// the one clock read it adds is the end time.
+// and the ops it was still waiting for; once Communicator::stragglers has
+// looked at a collective, its last arriver, that rank's lateness in
+// microseconds and whether it is beyond the clocks' error bar
+// ("last_rank": 2, "late_us": 5012.3, "late_beyond_error": true). The start
+// time is the rank's arrival at the call (engine/stragglers.h). Recording a call costs a few
+// stores; the one clock read it adds is the end time.
 //
 // Communicator::flight_record() returns it as JSON; with CHORUS_FLIGHT_RECORDER
 // set to a directory, every failure writes it to
@@ -56,6 +60,12 @@ class FlightRecorder {
     Deadline end{};
     std::string error;    // set when failed
     std::string pending;  // the ops a failed call still waited for
+    // Set by Communicator::stragglers for the collectives it looked at: the
+    // last arriver, its lateness (last arrival minus first) and whether that
+    // is beyond the clocks' error bar; -1: not looked at.
+    int last_rank = -1;
+    int64_t late_ns = 0;
+    bool late_beyond_error = false;
   };
 
   FlightRecorder() : created_(Clock::now()) {}
@@ -79,6 +89,7 @@ class FlightRecorder {
     e.end = Deadline{};
     e.error.clear();
     e.pending.clear();
+    e.last_rank = -1;
     return next_++;
   }
   void finish(uint64_t seq, Deadline now) {
@@ -104,6 +115,12 @@ class FlightRecorder {
   std::string dump(const std::string& dir, int rank, int size, std::string_view transport) const;
 
   uint64_t calls() const { return next_; }
+  // The entry of call `seq`, or null once the ring has moved past it.
+  const Entry* entry(uint64_t seq) const {
+    const Entry& e = ring_[seq % kFlightRecorderCalls];
+    return e.seq == seq && seq < next_ ? &e : nullptr;
+  }
+  Entry* entry(uint64_t seq) { return find(seq); }
 
  private:
   Entry* find(uint64_t seq) {

@@ -5,12 +5,20 @@
 #include "core/reduce_kernels.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 namespace chorus {
 
 namespace {
+
+// A duration as milliseconds with one decimal: "300000.0".
+std::string milliseconds_text(Clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", std::chrono::duration<double, std::milli>(d).count());
+  return buf;
+}
 // Holes at the front of the in-flight list that make it worth compacting.
 constexpr size_t kCompactAfter = 64;
 // How long a timed-out call waits for its peers' answers to a stall report.
@@ -438,7 +446,13 @@ std::string Engine::stall_report(const Execution& e) {
       continue;
     }
     std::string what;
-    if (not_entered) what = str_cat("has not entered call ", mine.seq);
+    if (not_entered) {
+      what = str_cat("has not entered call ", mine.seq);
+      // How late it is: this rank has waited for it since it entered the call.
+      if (e.started() != Deadline{})
+        what += str_cat(" (late by ", milliseconds_text(Clock::now() - e.started()),
+                        " ms: this rank entered the call that long ago)");
+    }
     if (!p.responsive)
       what += str_cat(what.empty() ? "" : " and ", p.note.empty() ? "does not answer" : p.note);
     if (p.last.kind != 0)

@@ -79,6 +79,11 @@ class Execution {
   // The deadline may be set after enqueue: the clock read is then off the
   // path to the first message.
   void set_deadline(Deadline deadline) { deadline_ = deadline; }
+  // When this rank entered the call (its arrival; the flight recorder's
+  // start time), for the stall report's lateness of the peers that have
+  // not entered it. Unset: the report gives none.
+  void set_started(Deadline started) { started_ = started; }
+  Deadline started() const { return started_; }
   // Describes what is still pending, for timeout messages.
   std::string pending_summary() const;
 
@@ -96,6 +101,7 @@ class Execution {
   size_t elem_size_ = 0;
   CallLabel label_;
   Deadline deadline_{};
+  Deadline started_{};
   CallStamp stamp_;
   // How the ops that write final Output write it (Engine::set_stream_bytes):
   // streaming for a call whose output is too large to stay cached and lies

@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,31 +120,31 @@ Communicator grow(Communicator& comm, int joining, std::chrono::milliseconds tim
 }
 
 Communicator join_from_env() {
-  const char* gen_text = std::getenv("CHORUS_JOIN_GENERATION");
-  if (gen_text == nullptr || *gen_text == '\0')
+  const std::optional<std::string> gen_var = setting_var(env_var, "CHORUS_JOIN_GENERATION");
+  if (!gen_var || gen_var->empty())
     fail(ErrorCode::invalid_argument,
          "join_from_env: CHORUS_JOIN_GENERATION is not set (the generation of the grow to join: "
          "1 for the first grow of the job)");
   int generation = 0;
-  const std::string_view g(gen_text);
+  const std::string_view g(*gen_var);
   const auto [end, ec] = std::from_chars(g.data(), g.data() + g.size(), generation);
   if (ec != std::errc() || end != g.data() + g.size() || generation < 1)
     fail(ErrorCode::invalid_argument, "join_from_env: CHORUS_JOIN_GENERATION='", g,
          "' is not a generation (an integer >= 1)");
-  const char* store_url = std::getenv("CHORUS_STORE");
-  if (store_url == nullptr || *store_url == '\0')
+  const std::optional<std::string> store_var = setting_var(env_var, "CHORUS_STORE");
+  if (!store_var || store_var->empty())
     fail(ErrorCode::invalid_argument,
          "join_from_env: CHORUS_STORE is not set (the job's store, where the members' grow "
          "publishes its invitation)");
   try {
-    parse_store_url(store_url);
+    parse_store_url(*store_var);
   } catch (const Error& e) {
     fail(e.code(), "join_from_env: CHORUS_STORE: ", e.what());
   }
   Config config = Config::from_env();
   check_config_directories(config);
   const Deadline deadline = deadline_after(config.timeout);
-  OpenedStore job = open_store(store_url, false, deadline, config);
+  OpenedStore job = open_store(*store_var, false, deadline, config);
   GrowInvitation inv;
   std::vector<uint8_t> got;
   try {
@@ -176,7 +177,7 @@ Communicator join_from_env() {
   } catch (const Error& e) {
     fail(e.code(), "join_from_env: rank ", rank, " of generation ", generation, ": ", e.what());
   }
-  config.job_store = store_url;
+  config.job_store = *store_var;
   config.generation = generation;
   config.derived = true;
   return make_communicator(std::move(transport), std::move(config));

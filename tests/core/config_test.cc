@@ -6,6 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
 #include <utility>
 
 namespace chorus {
@@ -185,6 +190,81 @@ TEST(Config, EveryBadNumberNamesItsVariable) {
       EXPECT_EQ(err.code(), ErrorCode::invalid_argument);
       EXPECT_NE(std::string(err.what()).find(name), std::string::npos) << err.what();
     }
+  }
+}
+
+// The list of settings is the one environment reader: every CHORUS_*
+// variable from_env or the bootstrap asks for is in it, with a description,
+// and every parsed setting of the list is asked for.
+TEST(Settings, FromEnvReadsExactlyTheList) {
+  std::set<std::string> asked;
+  const EnvLookup recording = [&](std::string_view name) -> std::optional<std::string> {
+    asked.insert(std::string(name));
+    return std::nullopt;
+  };
+  (void)Config::from_env(recording);
+  (void)launcher_env_present(recording);
+  std::set<std::string> listed;
+  for (const Setting& s : settings()) {
+    EXPECT_TRUE(std::string_view(s.name).starts_with("CHORUS_")) << s.name;
+    EXPECT_GT(std::strlen(s.description), 10u) << s.name;
+    EXPECT_EQ(std::string_view(s.description).find('\n'), std::string_view::npos) << s.name;
+    EXPECT_EQ(s.parse == nullptr, s.show == nullptr) << s.name;
+    EXPECT_TRUE(listed.insert(s.name).second) << "listed twice: " << s.name;
+    if (s.parse != nullptr) {
+      EXPECT_TRUE(asked.count(s.name)) << "from_env skips " << s.name;
+    }
+  }
+  for (const std::string& name : asked)
+    if (name.starts_with("CHORUS_")) {
+      EXPECT_TRUE(listed.count(name)) << name << " is not listed";
+    }
+  EXPECT_NE(find_setting("CHORUS_TIMEOUT"), nullptr);
+  EXPECT_EQ(find_setting("CHORUS_NO_SUCH"), nullptr);
+  EXPECT_THROW(setting_var(env_from_map({}), "CHORUS_NO_SUCH"), Error);
+}
+
+TEST(Settings, InEffectNamesValueAndSource) {
+  const auto values = settings_in_effect(env_from_map({{"CHORUS_TIMEOUT", "7.5"},
+                                                       {"CHORUS_ALGO", "allreduce=ring"},
+                                                       {"CHORUS_RANK", "3"},
+                                                       {"CHORUS_STORE_SECRET", "hush"},
+                                                       {"CHORUS_SPIN_US", ""}}));
+  ASSERT_EQ(values.size(), settings().size());
+  std::map<std::string, SettingValue> by_name;
+  for (const auto& v : values) by_name[v.setting->name] = v;
+  EXPECT_EQ(by_name["CHORUS_TIMEOUT"].value, "7.5");
+  EXPECT_EQ(by_name["CHORUS_TIMEOUT"].default_value, "300");
+  EXPECT_EQ(by_name["CHORUS_TIMEOUT"].source, "environment");
+  EXPECT_EQ(by_name["CHORUS_ALGO"].value, "allreduce=ring");
+  EXPECT_EQ(by_name["CHORUS_RANK"].value, "3");
+  EXPECT_EQ(by_name["CHORUS_RANK"].source, "environment");
+  // The secret itself is never printed.
+  EXPECT_EQ(by_name["CHORUS_STORE_SECRET"].value, "(set)");
+  // Set but empty is unset.
+  EXPECT_EQ(by_name["CHORUS_SPIN_US"].source, "default");
+  EXPECT_EQ(by_name["CHORUS_SPIN_US"].value, "50");
+  EXPECT_EQ(by_name["CHORUS_TRANSPORT"].value, "auto");
+  EXPECT_EQ(by_name["CHORUS_TRANSPORT"].source, "default");
+  EXPECT_THROW(settings_in_effect(env_from_map({{"CHORUS_TIMEOUT", "soon"}})), Error);
+}
+
+// Each setting's printed value parses back to the same Config: the text
+// --params shows is one a user can set.
+TEST(Settings, ShownValuesParseBack) {
+  const Config cfg = Config::from_env(env_from_map({{"CHORUS_TIMEOUT", "inf"},
+                                                    {"CHORUS_ALGO", "ring,allgather=bruck"},
+                                                    {"CHORUS_DEBUG", "info,tuning"},
+                                                    {"CHORUS_TUNER", "model"},
+                                                    {"CHORUS_TCP_STREAMS", "3"},
+                                                    {"CHORUS_PROGRESS_CPU", "2"}}));
+  for (const Setting& s : settings()) {
+    if (s.parse == nullptr) continue;
+    const std::string shown = s.show(cfg);
+    if (shown == "unset" || shown == "auto" || shown == "(set)") continue;
+    Config again;
+    s.parse(again, shown);
+    EXPECT_EQ(s.show(again), shown) << s.name;
   }
 }
 

@@ -421,6 +421,9 @@ int run_stop_mode() {
     const std::string who = "rank " + std::to_string(victim);
     good = msg.find(who + " has not") != std::string::npos ||
            msg.find(who + " does not answer") != std::string::npos;
+    // A rank that has not entered the call is named with how late it is.
+    if (msg.find(who + " has not entered") != std::string::npos)
+      good = good && msg.find(who + " has not entered call 5 (late by ") != std::string::npos;
     std::printf("rank %d: %s: %s\n", comm.rank(), std::string(to_string(e.code())).c_str(),
                 msg.c_str());
   }

@@ -51,6 +51,12 @@ def test_calls_gloo_serves():
     require_ok(launch(4, "torch_completeness.py"), 4, "torch_completeness OK")
 
 
+def test_profiler_sees_the_calls():
+    """torch.profiler records "chorus:all_reduce" with its input shape, and a
+    DDP step's AllReduces (tests/python/workers/torch_profiler.py)."""
+    require_ok(launch(2, "torch_profiler.py"), 2, "torch_profiler OK")
+
+
 def test_new_group_derives_from_the_default_group():
     require_ok(launch(4, "torch_subgroups.py"), 4, "torch_subgroups OK")
 

@@ -35,6 +35,10 @@
 //                            serves it), and check the new communicator
 //                            (support/shrink_check.h); each survivor prints
 //                            "SHRINK OK rank R" with its shrink's time
+//   tb_check stragglers SLOW DELAY_MS CALLS   rank SLOW sleeps DELAY_MS
+//                            before each of CALLS AllReduces; every rank's
+//                            Communicator::stragglers must name it ("STRAGGLERS
+//                            OK rank R: names rank SLOW, ...")
 //
 // Each rank writes DIR/looping.<rank> once its first AllReduce is done (so
 // the driver strikes mid-loop) and, in the fault modes, DIR/failed.<rank>
@@ -322,11 +326,37 @@ int run_shrink(int victim) {
   return 0;
 }
 
+// Rank `slow` sleeps `delay_ms` before each of `calls` AllReduces (after one
+// that lines the ranks up); every rank's stragglers() must name it: last in
+// all but two calls, late by at least half the delay.
+int run_stragglers(int slow, int delay_ms, int calls) {
+  Communicator comm = init_from_env();
+  float x = 1;
+  comm.allreduce(&x, &x, 1, DataType::float32, ReduceOp::sum);
+  for (int i = 0; i < calls; ++i) {
+    if (comm.rank() == slow) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    comm.allreduce(&x, &x, 1, DataType::float32, ReduceOp::sum);
+  }
+  const std::vector<StragglerStats> report = comm.stragglers(calls);
+  const StragglerStats& s = report.at(static_cast<size_t>(slow));
+  int named = 0;
+  for (const StragglerStats& r : report)
+    if (r.last_count > report[static_cast<size_t>(named)].last_count) named = r.rank;
+  const bool good = named == slow && s.calls == calls && s.last_count >= calls - 2 &&
+                    s.mean_late_s >= delay_ms * 0.5e-3;
+  std::printf(
+      "%s rank %d: names rank %d, last in %d of %d calls, late %.3f ms mean, %.3f ms p90, "
+      "%.1f%% of the waiting, clock error %.3f ms\n",
+      good ? "STRAGGLERS OK" : "STRAGGLERS BAD", comm.rank(), named, s.last_count, s.calls,
+      s.mean_late_s * 1e3, s.p90_late_s * 1e3, s.wait_share * 100, s.error_s * 1e3);
+  return good ? 0 : 1;
+}
+
 int usage() {
   std::fprintf(
       stderr,
       "usage: tb_check grid | split | allreduce BYTES | host-bytes BYTES | host-death DIR VICTIM "
-      "| partition DIR CUT | shrink VICTIM\n");
+      "| partition DIR CUT | shrink VICTIM | stragglers SLOW DELAY_MS CALLS\n");
   return 2;
 }
 
@@ -346,6 +376,8 @@ int main(int argc, char** argv) {
     if (args[0] == "host-death" && args.size() == 3)
       return chorus::run_host_death(args[1], std::stoi(args[2]));
     if (args[0] == "shrink" && args.size() == 2) return chorus::run_shrink(std::stoi(args[1]));
+    if (args[0] == "stragglers" && args.size() == 4)
+      return chorus::run_stragglers(std::stoi(args[1]), std::stoi(args[2]), std::stoi(args[3]));
     if (args[0] == "partition" && args.size() == 3)
       return chorus::run_partition(args[1], std::stoi(args[2]));
     return chorus::usage();

@@ -34,6 +34,9 @@
 #                    within CHORUS_TIMEOUT (plus the stall report's time);
 #                    after heal 1 a fresh init_from_env() works; the job ends
 #                    by itself with status 0
+#   stragglers_4x1   4 hosts x 1 rank: rank 2 sleeps 20 ms before each of 20
+#                    AllReduces; every rank's stragglers() names it (last in
+#                    at least 18, late by at least 10 ms on rank 0's clock)
 #
 # Exit status: 0 pass, 1 fail, 77 skipped (not root: no namespaces).
 set -uo pipefail
@@ -360,8 +363,19 @@ case_shrink_4x1() {
   expect_count "SHRINK OK rank [1-3]: 3 survivors over tcp" 3 "$log"
 }
 
+case_stragglers_4x1() {
+  local log=$work/stragglers.log
+  job_log=$log
+  "$testbed" up --name "$name" --hosts 4 --rate 1gbit --topology switch || die "testbed up failed"
+  "$testbed" run --name "$name" --timeout 300 -- "$tb_check" stragglers 2 20 20 >"$log" 2>&1 ||
+    die "the job failed"
+  grep -E "STRAGGLERS|testbed:|tb_check" "$log"
+  expect_count "STRAGGLERS OK rank [0-3]: names rank 2" 4 "$log"
+}
+
 case "$case_name" in
   lifecycle) case_lifecycle ;;
+  stragglers_4x1) case_stragglers_4x1 ;;
   shrink_4x1) case_shrink_4x1 ;;
   split_2x2) case_split_2x2 ;;
   grid_switch_4x1) run_grid 4 1 switch "tcp \(1 of 4 ranks on this host\)" ;;

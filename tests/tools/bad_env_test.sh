@@ -89,6 +89,10 @@ both CHORUS_TUNING_FILE "$tmp/no-such-tuning.json"
 both CHORUS_TRACE "$tmp/file/trace"
 both CHORUS_FLIGHT_RECORDER "$tmp/file/flight"
 both CHORUS_STORE_SECRET ""
+both CHORUS_METRICS ":http"
+both CHORUS_METRICS "$tmp/file/metrics.prom"  # its directory is a file
+both CHORUS_METRICS_INTERVAL 0
+both CHORUS_STRAGGLERS yes
 both CHORUS_TCP_ADDR 192.0.2.1 --transport tcp  # TEST-NET-1: no address of this host
 one ranks CHORUS_RANK one
 one ranks CHORUS_WORLD_SIZE 0

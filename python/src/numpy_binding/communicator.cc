@@ -134,6 +134,27 @@ std::shared_ptr<PyCommunicator> PyCommunicator::split(int color, int key) {
   return child ? std::make_shared<PyCommunicator>(std::move(*child)) : nullptr;
 }
 
+py::list PyCommunicator::stragglers(int calls) {
+  Busy busy(*this);
+  collect_finished();
+  Communicator& c = live();
+  std::vector<StragglerStats> report;
+  block_or_raise([&] { report = c.stragglers(calls); }, std::nullopt, "stragglers");
+  py::list out;
+  for (const StragglerStats& s : report) {
+    py::dict d;
+    d["rank"] = s.rank;
+    d["calls"] = s.calls;
+    d["last_count"] = s.last_count;
+    d["mean_late_s"] = s.mean_late_s;
+    d["p90_late_s"] = s.p90_late_s;
+    d["wait_share"] = s.wait_share;
+    d["error_s"] = s.error_s;
+    out.append(std::move(d));
+  }
+  return out;
+}
+
 std::shared_ptr<PyCommunicator> PyCommunicator::split_by_host() {
   Busy busy(*this);
   collect_finished();

@@ -114,6 +114,10 @@ class PyCommunicator {
   // Communicator::revoke: any thread, never blocks.
   void revoke() { live().revoke(); }
   std::string flight_record() const { return live().flight_record(); }
+  // Communicator::stragglers: a collective that waits for the peers as a
+  // blocking call does; one dict per rank (rank, calls, last_count,
+  // mean_late_s, p90_late_s, wait_share, error_s).
+  pybind11::list stragglers(int calls);
 
   // A collective: a new window of `nbytes` on every rank. It waits for the
   // peers as a blocking call does (Ctrl-C aborts it).

@@ -123,6 +123,12 @@ PYBIND11_MODULE(_chorus, m) {
            "host (memory), ranked as here.")
       .def("flight_record", &PyCommunicator::flight_record,
            "This rank's last 64 calls as JSON text.")
+      .def("stragglers", &PyCommunicator::stragglers, py::arg("calls") = 0,
+           "A collective: who held the others back over the last `calls` collectives (0: all "
+           "that every rank still records, at most 64): a list with one dict per rank, keys "
+           "rank, calls, last_count (calls it arrived last in, beyond the clock error), "
+           "mean_late_s and p90_late_s (its arrival minus the first, on rank 0's clock), "
+           "wait_share (its share of the group's waiting) and error_s (the clock error bar).")
       .def("window", &PyCommunicator::window, py::arg("nbytes"),
            "A collective: a new chorus.Window of nbytes on every rank, memory that every rank "
            "can address (shm only; over tcp InvalidArgument). Every rank calls it with the "

@@ -6,12 +6,31 @@
 #include <chorus/error.h>
 
 #include <mutex>
+#include <string>
+#include <unordered_set>
 
 namespace chorus::torch_backend {
+namespace {
+
+// "chorus:<call>" for torch.profiler, as gloo's Works are "gloo:<call>".
+// at::RecordFunction keeps the name's pointer, not a copy: each title lives
+// for the process, one per call name.
+const char* profiling_title(const std::string& call) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> titles;
+  std::lock_guard lock(mu);
+  return titles.insert("chorus:" + call).first->c_str();
+}
+
+}  // namespace
 
 ChorusWork::ChorusWork(int rank, c10d::OpType type, std::string what,
                        std::vector<at::Tensor> outputs)
-    : Work(rank, type),
+    // c10d::Work opens an at::RecordFunction named `title` with the tensors
+    // as its inputs (shapes with record_shapes) when a profiler is active,
+    // and finish() (complete()) ends it: every call of the backend is an
+    // event in torch.profiler, as gloo's are.
+    : Work(rank, type, profiling_title(what), outputs),
       what_(std::move(what)),
       outputs_(std::move(outputs)),
       future_(

@@ -20,7 +20,9 @@ namespace chorus::torch_backend {
 
 class ChorusWork final : public c10d::Work {
  public:
-  // `what` names the call in a Work.wait timeout ("all_reduce").
+  // `what` names the call in a Work.wait timeout ("all_reduce") and, as
+  // "chorus:all_reduce", in torch.profiler, with `outputs` (the tensors the
+  // call writes; for the in-place calls, its inputs) as the event's inputs.
   ChorusWork(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs);
 
   bool isCompleted() override;
