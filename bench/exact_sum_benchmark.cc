@@ -81,6 +81,18 @@ void Float32SumGathered(benchmark::State& state) {
   });
 }
 
+// Four contributions (a 4-rank gather road, or a scatter road's block).
+void Float32SumGathered4(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  std::vector<float> all = values(4 * n, 3);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    exact::sum_gathered(DataType::float32, all.data(), n, 4, 1, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * 4));
+}
+
 void Float32OrdinarySum(benchmark::State& state) {
   TwoContributions(state, [](const float* all, size_t n, float* out) {
     reduce_into(DataType::float32, ReduceOp::sum, out, all, all + n, n);
@@ -93,5 +105,6 @@ BENCHMARK(Float32Scales)->Arg(1 << 10)->Arg(1 << 18);
 BENCHMARK(Float32ToFixed)->Arg(1 << 10)->Arg(1 << 18);
 BENCHMARK(Float32FromFixed)->Arg(1 << 10)->Arg(1 << 18);
 BENCHMARK(Float32SumGathered)->Arg(1 << 10)->Arg(1 << 18);
+BENCHMARK(Float32SumGathered4)->Arg(1 << 10)->Arg(1 << 18);
 BENCHMARK(Float32OrdinarySum)->Arg(1 << 10)->Arg(1 << 18);
 BENCHMARK_MAIN();

@@ -234,90 +234,98 @@ template <bool kBfloat>
 constexpr int kFusedRanks = 64;
 constexpr size_t kTile = 2048;
 
+// An element's exponent (at least 1) and the binades between its largest
+// and its smallest non-zero contribution, from their magnitudes as bits
+// (the smallest minus 1, so that zero wraps to the largest).
+[[gnu::always_inline]] inline uint32_t exponent_of(uint32_t top) {
+  const uint32_t field = top >> 23;
+  return field > 1u ? field : 1u;
+}
+[[gnu::always_inline]] inline uint32_t span_of(uint32_t e, uint32_t low_minus_1) {
+  const uint32_t low_field = (low_minus_1 + 1u) >> 23;
+  const uint32_t lowest = low_minus_1 == 0xffffffffu ? e : low_field > 1u ? low_field : 1u;
+  return e - lowest;
+}
+
 template <bool kBfloat>
 [[gnu::always_inline]] inline bool gathered32(const void* all, size_t count, size_t t0, size_t m,
                                               int n, void* out) {
-  // Per element, the largest and the smallest non-zero magnitude (as bits;
-  // the smallest minus 1, so that zero wraps to the largest) over the
-  // contributions.
+  // One pass over the contributions finds each element's exponent (kept in
+  // top), the widest span between an element's largest and smallest
+  // contributions, and the sum as if every contribution lay on its
+  // element's grid; a tile where one does not (more than 22 binades below
+  // its element's largest; rare) is summed again, rounded to the grids.
   uint32_t top[kTile];
-  uint32_t low[kTile];
-  for (size_t j = 0; j < m; ++j) {
-    top[j] = 0;
-    low[j] = 0xffffffffu;
-  }
-  for (int r = 0; r < n; ++r) {
-    const size_t from = static_cast<size_t>(r) * count + t0;
-    for (size_t j = 0; j < m; ++j) {
-      const uint32_t a = bits32<kBfloat>(all, from + j) & 0x7fffffffu;
-      top[j] = top[j] > a ? top[j] : a;
-      low[j] = low[j] < a - 1u ? low[j] : a - 1u;
-    }
-  }
-  // Each element's exponent (kept in top) and the widest span, in binades,
-  // between an element's largest and smallest contributions.
   uint32_t highest = 0;
   uint32_t spread = 0;
-  for (size_t j = 0; j < m; ++j) {
-    highest = highest > top[j] ? highest : top[j];
-    const uint32_t field = top[j] >> 23;
-    const uint32_t e = field > 1u ? field : 1u;
-    const uint32_t low_field = (low[j] + 1u) >> 23;
-    const uint32_t lowest = low[j] == 0xffffffffu ? e : low_field > 1u ? low_field : 1u;
-    const uint32_t span = e - lowest;
-    spread = spread > span ? spread : span;
-    top[j] = e;
-  }
-  if (highest >= 0x7f800000u) return false;
-  // Every contribution within 22 binades of its element's largest (the
-  // common case) lies on the element's grid: the elements sum exactly as
-  // they are.
-  const bool on_grid = spread <= 22;
-  if (n == 2 && on_grid) {
-    // Two contributions on the grid: their sum is exact in a double (and, for
-    // two bfloat16 within 15 binades, in a float: 8 + 15 + 1 bits). Adding
-    // +0 turns the -0 of two -0s into the +0 that every exact zero is.
-    if constexpr (kBfloat) {
-      const uint16_t* x = static_cast<const uint16_t*>(all) + t0;
-      const uint16_t* y = x + count;
-      uint16_t* o = static_cast<uint16_t*>(out) + t0;
-      if (spread <= 15) {
-        for (size_t j = 0; j < m; ++j) {
-          const float sum = std::bit_cast<float>(uint32_t{x[j]} << 16) +
-                            std::bit_cast<float>(uint32_t{y[j]} << 16) + 0.0f;
-          o[j] = bf16_nearest(std::bit_cast<uint32_t>(sum));
-        }
+  if (n == 2) {
+    // Two contributions on the grid: their sum is exact in a double; for
+    // float32 the float sum is it rounded once. Adding +0 turns the -0 of two
+    // -0s into the +0 that every exact zero is.
+    const size_t y0 = count + t0;
+    for (size_t j = 0; j < m; ++j) {
+      const uint32_t u = bits32<kBfloat>(all, t0 + j);
+      const uint32_t v = bits32<kBfloat>(all, y0 + j);
+      const uint32_t a = u & 0x7fffffffu;
+      const uint32_t b = v & 0x7fffffffu;
+      const uint32_t big = a > b ? a : b;
+      const uint32_t small = a - 1u < b - 1u ? a - 1u : b - 1u;
+      highest = highest > big ? highest : big;
+      const uint32_t e = exponent_of(big);
+      const uint32_t span = span_of(e, small);
+      spread = spread > span ? spread : span;
+      top[j] = e;
+      if constexpr (kBfloat) {
+        const double sum = static_cast<double>(std::bit_cast<float>(u)) +
+                           static_cast<double>(std::bit_cast<float>(v)) + 0.0;
+        store_rounded<kBfloat>(out, t0 + j, sum);
       } else {
-        for (size_t j = 0; j < m; ++j) {
-          const double sum = static_cast<double>(std::bit_cast<float>(uint32_t{x[j]} << 16)) +
-                             static_cast<double>(std::bit_cast<float>(uint32_t{y[j]} << 16)) + 0.0;
-          o[j] = bf16_nearest(float_round_to_odd(sum));
-        }
+        static_cast<float*>(out)[t0 + j] = std::bit_cast<float>(u) + std::bit_cast<float>(v) + 0.0f;
       }
-    } else {
-      // float32: the float sum is the exact sum rounded once.
-      const float* x = static_cast<const float*>(all) + t0;
-      const float* y = x + count;
-      float* o = static_cast<float*>(out) + t0;
-      for (size_t j = 0; j < m; ++j) o[j] = x[j] + y[j] + 0.0f;
     }
-    return true;
-  }
-  double acc[kTile];
-  for (size_t j = 0; j < m; ++j) acc[j] = 0;
-  if (on_grid) {
+    if (highest >= 0x7f800000u) return false;
+    if (spread <= 22) return true;
+  } else {
+    uint32_t low[kTile];
+    double acc[kTile];
+    for (size_t j = 0; j < m; ++j) {
+      top[j] = 0;
+      low[j] = 0xffffffffu;
+      acc[j] = 0;
+    }
     for (int r = 0; r < n; ++r) {
       const size_t from = static_cast<size_t>(r) * count + t0;
-      for (size_t j = 0; j < m; ++j)
-        acc[j] += static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j)));
+      for (size_t j = 0; j < m; ++j) {
+        const uint32_t u = bits32<kBfloat>(all, from + j);
+        const uint32_t a = u & 0x7fffffffu;
+        top[j] = top[j] > a ? top[j] : a;
+        low[j] = low[j] < a - 1u ? low[j] : a - 1u;
+        acc[j] += static_cast<double>(std::bit_cast<float>(u));
+      }
     }
-    for (size_t j = 0; j < m; ++j) store_rounded<kBfloat>(out, t0 + j, acc[j]);
-    return true;
+    for (size_t j = 0; j < m; ++j) {
+      highest = highest > top[j] ? highest : top[j];
+      const uint32_t e = exponent_of(top[j]);
+      const uint32_t span = span_of(e, low[j]);
+      spread = spread > span ? spread : span;
+      top[j] = e;
+    }
+    if (highest >= 0x7f800000u) return false;
+    if (spread <= 22) {
+      // Every contribution on its element's grid: the double sums are exact
+      // (at most 24 + 22 + 6 bits).
+      for (size_t j = 0; j < m; ++j) store_rounded<kBfloat>(out, t0 + j, acc[j]);
+      return true;
+    }
   }
   // Some contribution lies below its element's grid: every contribution is
   // rounded to its element's grid as its fixed form is.
   double mult[kTile];
-  for (size_t j = 0; j < m; ++j) mult[j] = pow2_bits(kShift32 - static_cast<int>(top[j]));
+  double acc[kTile];
+  for (size_t j = 0; j < m; ++j) {
+    mult[j] = pow2_bits(kShift32 - static_cast<int>(top[j]));
+    acc[j] = 0;
+  }
   for (int r = 0; r < n; ++r) {
     const size_t from = static_cast<size_t>(r) * count + t0;
     for (size_t j = 0; j < m; ++j) {
