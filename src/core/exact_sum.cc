@@ -250,42 +250,55 @@ constexpr size_t kTile = 2048;
 template <bool kBfloat>
 [[gnu::always_inline]] inline bool gathered32(const void* all, size_t count, size_t t0, size_t m,
                                               int n, void* out) {
-  // One pass over the contributions finds each element's exponent (kept in
-  // top), the widest span between an element's largest and smallest
-  // contributions, and the sum as if every contribution lay on its
-  // element's grid; a tile where one does not (more than 22 binades below
-  // its element's largest; rare) is summed again, rounded to the grids.
+  // Each element's exponent (in top), the widest span between an element's
+  // largest and smallest contributions, and the sum as if every
+  // contribution lay on its element's grid; a tile where one does not (more
+  // than 22 binades below its element's largest; rare) is summed again,
+  // rounded to the grids.
   uint32_t top[kTile];
-  uint32_t highest = 0;
-  uint32_t spread = 0;
   if (n == 2) {
-    // Two contributions on the grid: their sum is exact in a double; for
-    // float32 the float sum is it rounded once. Adding +0 turns the -0 of two
-    // -0s into the +0 that every exact zero is.
+    // Whether some element is off its grid or special first (reductions
+    // only, so that the loop vectorizes), then the sums.
     const size_t y0 = count + t0;
+    uint32_t specials = 0;
+    uint32_t off_grid = 0;
     for (size_t j = 0; j < m; ++j) {
-      const uint32_t u = bits32<kBfloat>(all, t0 + j);
-      const uint32_t v = bits32<kBfloat>(all, y0 + j);
-      const uint32_t a = u & 0x7fffffffu;
-      const uint32_t b = v & 0x7fffffffu;
+      const uint32_t a = bits32<kBfloat>(all, t0 + j) & 0x7fffffffu;
+      const uint32_t b = bits32<kBfloat>(all, y0 + j) & 0x7fffffffu;
       const uint32_t big = a > b ? a : b;
       const uint32_t small = a - 1u < b - 1u ? a - 1u : b - 1u;
-      highest = highest > big ? highest : big;
-      const uint32_t e = exponent_of(big);
-      const uint32_t span = span_of(e, small);
-      spread = spread > span ? spread : span;
-      top[j] = e;
-      if constexpr (kBfloat) {
-        const double sum = static_cast<double>(std::bit_cast<float>(u)) +
-                           static_cast<double>(std::bit_cast<float>(v)) + 0.0;
-        store_rounded<kBfloat>(out, t0 + j, sum);
-      } else {
-        static_cast<float*>(out)[t0 + j] = std::bit_cast<float>(u) + std::bit_cast<float>(v) + 0.0f;
-      }
+      specials |= big >= 0x7f800000u ? 1u : 0u;
+      off_grid |= span_of(exponent_of(big), small) > 22 ? 1u : 0u;
     }
-    if (highest >= 0x7f800000u) return false;
-    if (spread <= 22) return true;
+    if (specials != 0) return false;
+    if (off_grid == 0) {
+      // Two contributions on the grid: their sum is exact in a double; for
+      // float32 the float sum is it rounded once. Adding +0 turns the -0 of
+      // two -0s into the +0 that every exact zero is.
+      if constexpr (kBfloat) {
+        const uint16_t* x = static_cast<const uint16_t*>(all) + t0;
+        const uint16_t* y = x + count;
+        for (size_t j = 0; j < m; ++j) {
+          const double sum = static_cast<double>(std::bit_cast<float>(uint32_t{x[j]} << 16)) +
+                             static_cast<double>(std::bit_cast<float>(uint32_t{y[j]} << 16)) + 0.0;
+          store_rounded<kBfloat>(out, t0 + j, sum);
+        }
+      } else {
+        const float* x = static_cast<const float*>(all) + t0;
+        const float* y = x + count;
+        float* o = static_cast<float*>(out) + t0;
+        for (size_t j = 0; j < m; ++j) o[j] = x[j] + y[j] + 0.0f;
+      }
+      return true;
+    }
+    for (size_t j = 0; j < m; ++j) {
+      const uint32_t a = bits32<kBfloat>(all, t0 + j) & 0x7fffffffu;
+      const uint32_t b = bits32<kBfloat>(all, y0 + j) & 0x7fffffffu;
+      top[j] = exponent_of(a > b ? a : b);
+    }
   } else {
+    // One pass over the contributions: per element the largest and smallest
+    // magnitudes and the sum as if every contribution lay on its grid.
     uint32_t low[kTile];
     double acc[kTile];
     for (size_t j = 0; j < m; ++j) {
@@ -303,20 +316,20 @@ template <bool kBfloat>
         acc[j] += static_cast<double>(std::bit_cast<float>(u));
       }
     }
+    uint32_t specials = 0;
+    uint32_t off_grid = 0;
     for (size_t j = 0; j < m; ++j) {
-      highest = highest > top[j] ? highest : top[j];
-      const uint32_t e = exponent_of(top[j]);
-      const uint32_t span = span_of(e, low[j]);
-      spread = spread > span ? spread : span;
-      top[j] = e;
+      specials |= top[j] >= 0x7f800000u ? 1u : 0u;
+      off_grid |= span_of(exponent_of(top[j]), low[j]) > 22 ? 1u : 0u;
     }
-    if (highest >= 0x7f800000u) return false;
-    if (spread <= 22) {
+    if (specials != 0) return false;
+    if (off_grid == 0) {
       // Every contribution on its element's grid: the double sums are exact
       // (at most 24 + 22 + 6 bits).
       for (size_t j = 0; j < m; ++j) store_rounded<kBfloat>(out, t0 + j, acc[j]);
       return true;
     }
+    for (size_t j = 0; j < m; ++j) top[j] = exponent_of(top[j]);
   }
   // Some contribution lies below its element's grid: every contribution is
   // rounded to its element's grid as its fixed form is.
