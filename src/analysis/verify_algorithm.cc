@@ -54,6 +54,21 @@ VerifyResult verify(const Algorithm& algorithm, const CollectiveSpec& requested)
   return verify_programs(base, programs, algorithm.name);
 }
 
+VerifyResult verify_deterministic_plan(const DeterministicPlan& plan) {
+  VerifyResult last;
+  for (const DeterministicPart& p : plan.parts) {
+    const Algorithm* algo = find_algorithm(p.spec.collective, p.algorithm);
+    if (algo == nullptr)
+      fail(ErrorCode::invalid_argument, "verify_deterministic: no ", to_string(p.spec.collective),
+           " algorithm '", p.algorithm, "' for the ", to_string(p.role), " part of the ",
+           to_string(plan.road), " road");
+    VerifyResult r = verify(*algo, p.spec);
+    if (!r.ok() || !r.supported) return r;
+    last = std::move(r);
+  }
+  return last;
+}
+
 VerifyResult verify_deterministic(const Algorithm& algorithm, const CollectiveSpec& base,
                                   DataType type) {
   const bool scatter =
@@ -61,29 +76,16 @@ VerifyResult verify_deterministic(const Algorithm& algorithm, const CollectiveSp
   if (!scatter && algorithm.collective != base.collective)
     fail(ErrorCode::invalid_argument, "verify_deterministic: ", algorithm.name, " is a ",
          to_string(algorithm.collective), " algorithm, the call a ", to_string(base.collective));
-  if (!scatter) {
-    const DeterministicParts parts = deterministic_parts(base, type);
-    const Algorithm* scales = find_algorithm(Collective::allreduce, "recursive_doubling");
-    CHORUS_CHECK(scales != nullptr);
-    if (VerifyResult r = verify(*scales, parts.scales); !r.ok()) return r;
-    return verify(algorithm, parts.integers);
-  }
-  // The scatter road: an AllToAll of blocks of k elements, then an
-  // AllGather of blocks of k; both move elements unchanged, so each rank's
-  // sums see exactly the N contributions of its block.
-  const auto n = static_cast<size_t>(base.nranks);
-  CollectiveSpec exchange = base;
-  exchange.collective = Collective::alltoall;
-  exchange.count = exact::block_count((base.count + n - 1) / n) * exact::kBlock;
-  exchange.average = false;
-  VerifyResult r = verify(algorithm, exchange);
-  if (!r.ok()) return r;
-  CollectiveSpec gather = exchange;
-  gather.collective = Collective::allgather;
-  const Algorithm* ring = find_algorithm(Collective::allgather, "ring");
-  CHORUS_CHECK(ring != nullptr);
-  if (VerifyResult g = verify(*ring, gather); !g.ok()) return g;
-  return r;
+  const std::string name(algorithm.name);
+  if (!scatter)
+    return verify_deterministic_plan(
+        deterministic_plan(base, type, DeterministicRoad::whole, name));
+  return verify_deterministic_plan(deterministic_plan(
+      base, type, DeterministicRoad::scatter, "",
+      [&](const CollectiveSpec& part, DataType t, ReduceOp op) {
+        return part.collective == Collective::alltoall ? name
+                                                       : default_deterministic_pick(part, t, op);
+      }));
 }
 
 }  // namespace chorus

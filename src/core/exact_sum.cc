@@ -5,7 +5,7 @@
 // integer (ties to even) in the low bits, which is the fixed form. Back, an
 // integer sum below 2^51 is exact in a double, a power of two scales it
 // exactly, and the one conversion to float32 rounds it once. Sums of 2^51 and
-// more (dozens of ranks near the block's largest value), avg and the other
+// more (dozens of ranks near an element's largest contribution), avg and the other
 // types go through round_to_format, which works on the integers alone. The
 // loops are built twice, for the baseline ISA and for AVX2, as the reduction
 // kernels are.
@@ -23,12 +23,13 @@ namespace {
 
 using u128 = UInt128;
 
-// float32 and bfloat16: q = x * 2^(kShift32 - E) for the block's biased
-// exponent E, so that the block's largest value, below 2^(E - 126), gives
+// float32 and bfloat16: q = x * 2^(kShift32 - E) for the element's biased
+// exponent E, so that the element's largest contribution, below 2^(E - 126), gives
 // |q| < 2^46 (kFraction32).
 constexpr int kFraction32 = 46;
 constexpr int kShift32 = 126 + kFraction32;  // 172
-// float64: q = x * 2^(kShift64 - E) < 2^92, in lanes of kLane64 bits.
+// float64: q = x * 2^(kShift64 - E) < 2^92, E = 8 * code + 7 (exponent64), in
+// lanes of kLane64 bits.
 constexpr int kFraction64 = 92;
 constexpr int kShift64 = 1022 + kFraction64;  // 1114
 constexpr int kLane64 = 46;
@@ -46,11 +47,6 @@ constexpr int64_t kPosInf = 1;
 constexpr int64_t kNegInf = int64_t{1} << kCountBits;
 constexpr int64_t kNaN = int64_t{1} << (2 * kCountBits);
 constexpr int64_t kCountMask = (int64_t{1} << kCountBits) - 1;
-
-double pow2(int e) {
-  CHORUS_CHECK(e > -1023 && e < 1024);
-  return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52);
-}
 
 int bit_length(u128 v) {
   const uint64_t hi = static_cast<uint64_t>(v >> 64);
@@ -100,29 +96,31 @@ template <bool kBfloat>
     return static_cast<const uint32_t*>(x)[j];
 }
 
+// 2^e for e within the normal doubles, from its bits, so that the loops
+// around it vectorize.
+[[gnu::always_inline]] inline double pow2_bits(int e) {
+  return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52);
+}
+
+// The exponent an element's scale code stands for: 1 for zeros and
+// subnormals (code 0), as a subnormal's grid is the smallest normal one.
+[[gnu::always_inline]] inline int exponent32(uint8_t code) {
+  return code > 1 ? code : 1;
+}
+
+// Scale codes: the exponent field, 0 for an infinity or a NaN (which sets
+// *special instead).
 template <bool kBfloat>
-[[gnu::always_inline]] inline void scales32(const void* x, size_t count, size_t first,
-                                            int32_t* scales, bool* special) {
+[[gnu::always_inline]] inline void scales32(const void* x, size_t count, uint8_t* scales,
+                                            bool* special) {
   uint32_t any_special = 0;
-  for (size_t i = 0; i < count;) {
-    const size_t b = (first + i) / kBlock;
-    const size_t end = std::min(count, (b + 1) * kBlock - first);
-    uint32_t top = 0;  // the largest magnitude, as bits (ordered as the values)
-    for (size_t j = i; j < end; ++j) {
-      const uint32_t a = bits32<kBfloat>(x, j) & 0x7fffffffu;
-      top = top > a ? top : a;
-    }
-    if (top >= 0x7f800000u) {  // an infinity or a NaN: the largest finite one
-      any_special = 1;
-      top = 0;
-      for (size_t j = i; j < end; ++j) {
-        const uint32_t a = bits32<kBfloat>(x, j) & 0x7fffffffu;
-        if (a < 0x7f800000u) top = std::max(top, a);
-      }
-    }
-    const int32_t code = top == 0 ? 0 : std::max<int32_t>(static_cast<int32_t>(top >> 23), 1);
-    scales[b] = std::max(scales[b], code);
-    i = end;
+  for (size_t j = 0; j < count; ++j) {
+    const uint32_t field = (bits32<kBfloat>(x, j) >> 23) & 0xffu;
+    const uint32_t flagged = field == 0xffu ? 1u : 0u;
+    any_special |= flagged;
+    const uint32_t code = flagged != 0 ? 0u : field;
+    const uint32_t had = scales[j];
+    scales[j] = static_cast<uint8_t>(had > code ? had : code);
   }
   if (any_special != 0) *special = true;
 }
@@ -139,30 +137,24 @@ template <bool kSpecials>
 }
 
 template <bool kBfloat, bool kSpecials, bool kAccumulate>
-[[gnu::always_inline]] inline void fixed32_loop(const void* x, size_t count, size_t first,
-                                                const int32_t* scales, int64_t* out) {
-  for (size_t i = 0; i < count;) {
-    const size_t b = (first + i) / kBlock;
-    const size_t end = std::min(count, (b + 1) * kBlock - first);
-    const double mult = pow2(kShift32 - std::max(scales[b], 1));
-    for (size_t j = i; j < end; ++j) {
-      const uint64_t q = fixed_of<kSpecials>(bits32<kBfloat>(x, j), mult);
-      out[j] = static_cast<int64_t>(kAccumulate ? static_cast<uint64_t>(out[j]) + q : q);
-    }
-    i = end;
+[[gnu::always_inline]] inline void fixed32_loop(const void* x, size_t count, const uint8_t* scales,
+                                                int64_t* out) {
+  for (size_t j = 0; j < count; ++j) {
+    const double mult = pow2_bits(kShift32 - exponent32(scales[j]));
+    const uint64_t q = fixed_of<kSpecials>(bits32<kBfloat>(x, j), mult);
+    out[j] = static_cast<int64_t>(kAccumulate ? static_cast<uint64_t>(out[j]) + q : q);
   }
 }
 
 template <bool kBfloat>
-[[gnu::always_inline]] inline void fixed32(const void* x, size_t count, size_t first,
-                                           const int32_t* scales, int64_t* out, bool accumulate,
-                                           bool specials) {
+[[gnu::always_inline]] inline void fixed32(const void* x, size_t count, const uint8_t* scales,
+                                           int64_t* out, bool accumulate, bool specials) {
   if (specials) {
-    if (accumulate) return fixed32_loop<kBfloat, true, true>(x, count, first, scales, out);
-    return fixed32_loop<kBfloat, true, false>(x, count, first, scales, out);
+    if (accumulate) return fixed32_loop<kBfloat, true, true>(x, count, scales, out);
+    return fixed32_loop<kBfloat, true, false>(x, count, scales, out);
   }
-  if (accumulate) return fixed32_loop<kBfloat, false, true>(x, count, first, scales, out);
-  fixed32_loop<kBfloat, false, false>(x, count, first, scales, out);
+  if (accumulate) return fixed32_loop<kBfloat, false, true>(x, count, scales, out);
+  fixed32_loop<kBfloat, false, false>(x, count, scales, out);
 }
 
 // Nonzero unless s lies in (-2^51, 2^51), where a double holds it.
@@ -191,232 +183,212 @@ template <bool kBfloat>
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// The double road over a block; false where some sum lies beyond it (the
-// block must then take round_to_format).
+// An exact value in a double, rounded once to the element type.
 template <bool kBfloat>
-[[gnu::always_inline]] inline bool back32_block(const int64_t* s, size_t n, double scale, void* out,
-                                                size_t at) {
-  uint64_t beyond = 0;
-  if constexpr (kBfloat) {
-    uint16_t* o = static_cast<uint16_t*>(out) + at;
-    for (size_t j = 0; j < n; ++j) {
-      beyond |= beyond_doubles(s[j]);
-      o[j] = bf16_nearest(float_round_to_odd(exact_double(s[j]) * scale));
-    }
-  } else {
-    float* o = static_cast<float*>(out) + at;
-    for (size_t j = 0; j < n; ++j) {
-      beyond |= beyond_doubles(s[j]);
-      o[j] = static_cast<float>(exact_double(s[j]) * scale);
-    }
-  }
-  return beyond == 0;
+[[gnu::always_inline]] inline void store_rounded(void* out, size_t j, double v) {
+  if constexpr (kBfloat)
+    static_cast<uint16_t*>(out)[j] = bf16_nearest(float_round_to_odd(v));
+  else
+    static_cast<float*>(out)[j] = static_cast<float>(v);
 }
 
-// from_fixed for float32 and bfloat16, divisor 1, no specials: blocks whose
-// sums a double holds take the fast road, the others round_to_format.
+// from_fixed for float32 and bfloat16, divisor 1, no specials: sums that a
+// double holds take the fast road, the others (rare: dozens of ranks near
+// the largest values) round_to_format, chunk by chunk.
 template <bool kBfloat>
-[[gnu::always_inline]] inline void back32(const int64_t* sums, size_t count, size_t first,
-                                          const int32_t* scales, void* out) {
+[[gnu::always_inline]] inline void back32(const int64_t* sums, size_t count, const uint8_t* scales,
+                                          void* out) {
   const Format f = kBfloat ? kBfloatFormat : kSingleFormat;
-  for (size_t i = 0; i < count;) {
-    const size_t b = (first + i) / kBlock;
-    const size_t end = std::min(count, (b + 1) * kBlock - first);
-    const int e = std::max(scales[b], 1) - kShift32;
-    if (!back32_block<kBfloat>(sums + i, end - i, pow2(e), out, i)) {
-      for (size_t j = i; j < end; ++j) {
-        const uint64_t bits = round_to_format(sums[j], e, 1, f.mantissa, f.exponent);
-        if constexpr (kBfloat)
-          static_cast<uint16_t*>(out)[j] = static_cast<uint16_t>(bits);
-        else
-          static_cast<uint32_t*>(out)[j] = static_cast<uint32_t>(bits);
-      }
+  constexpr size_t kChunk = 256;
+  for (size_t i = 0; i < count; i += kChunk) {
+    const size_t end = std::min(count, i + kChunk);
+    uint64_t beyond = 0;
+    for (size_t j = i; j < end; ++j) {
+      beyond |= beyond_doubles(sums[j]);
+      store_rounded<kBfloat>(out, j,
+                             exact_double(sums[j]) * pow2_bits(exponent32(scales[j]) - kShift32));
     }
-    i = end;
+    if (beyond == 0) continue;
+    for (size_t j = i; j < end; ++j) {
+      if (beyond_doubles(sums[j]) == 0) continue;
+      const uint64_t bits =
+          round_to_format(sums[j], exponent32(scales[j]) - kShift32, 1, f.mantissa, f.exponent);
+      if constexpr (kBfloat)
+        static_cast<uint16_t*>(out)[j] = static_cast<uint16_t>(bits);
+      else
+        static_cast<uint32_t*>(out)[j] = static_cast<uint32_t>(bits);
+    }
   }
 }
 
 // The gather road's local sums for float32 and bfloat16, elements [t0, t0 +
-// m) of `count` (t0 a whole block, m at most kTile) of n contributions side
-// by side in `all`, for a sum (divisor 1) of at most kFusedRanks
-// contributions; false where a contribution is an infinity or a NaN. All in
-// doubles, and bitwise the integer road (to_fixed, the integer sum,
-// back32): t + 1.5 * 2^52 - 1.5 * 2^52 is round(t), ties to even, which is
-// the fixed form q as an integer-valued double, and up to 64 of them (each
-// at most 2^46) sum exactly below 2^53.
+// m) of `count` (m at most kTile) of n contributions side by side in `all`,
+// for a sum (divisor 1) of at most kFusedRanks contributions; false where a
+// contribution is an infinity or a NaN. All in doubles, and bitwise the
+// integer road (max_scales, to_fixed, the integer sum, back32): each
+// element's scale is the largest exponent among its own contributions, which
+// this pass finds as it reads them (no scale pass); t + 1.5 * 2^52 - 1.5 *
+// 2^52 is round(t), ties to even, which is the fixed form q as an
+// integer-valued double, and up to 64 of them (each below 2^46) sum exactly
+// below 2^52.
 constexpr int kFusedRanks = 64;
-constexpr size_t kTile = 32 * kBlock;
+constexpr size_t kTile = 2048;
+
+// An element's exponent (at least 1) and the binades between its largest
+// and its smallest non-zero contribution, from their magnitudes as bits
+// (the smallest minus 1, so that zero wraps to the largest).
+[[gnu::always_inline]] inline uint32_t exponent_of(uint32_t top) {
+  const uint32_t field = top >> 23;
+  return field > 1u ? field : 1u;
+}
+[[gnu::always_inline]] inline uint32_t span_of(uint32_t e, uint32_t low_minus_1) {
+  const uint32_t low_field = (low_minus_1 + 1u) >> 23;
+  const uint32_t lowest = low_minus_1 == 0xffffffffu ? e : low_field > 1u ? low_field : 1u;
+  return e - lowest;
+}
 
 template <bool kBfloat>
 [[gnu::always_inline]] inline bool gathered32(const void* all, size_t count, size_t t0, size_t m,
                                               int n, void* out) {
-  // Element-wise largest and smallest non-zero magnitude (as bits; the
-  // smallest minus 1, so that zero wraps to the largest) over the
-  // contributions, then one reduction of each per block.
-  // (Two contributions go straight to the per-block reductions.)
+  // Each element's exponent (in top), the widest span between an element's
+  // largest and smallest contributions, and the sum as if every
+  // contribution lay on its element's grid; a tile where one does not (more
+  // than 22 binades below its element's largest; rare) is summed again,
+  // rounded to the grids.
   uint32_t top[kTile];
-  uint32_t low[kTile];
-  if (n != 2) {
+  if (n == 2) {
+    // Whether some element is off its grid or special first (reductions
+    // only, so that the loop vectorizes), then the sums.
+    const size_t y0 = count + t0;
+    uint32_t specials = 0;
+    uint32_t off_grid = 0;
+    for (size_t j = 0; j < m; ++j) {
+      const uint32_t a = bits32<kBfloat>(all, t0 + j) & 0x7fffffffu;
+      const uint32_t b = bits32<kBfloat>(all, y0 + j) & 0x7fffffffu;
+      const uint32_t big = a > b ? a : b;
+      const uint32_t small = a - 1u < b - 1u ? a - 1u : b - 1u;
+      specials |= big >= 0x7f800000u ? 1u : 0u;
+      off_grid |= span_of(exponent_of(big), small) > 22 ? 1u : 0u;
+    }
+    if (specials != 0) return false;
+    if (off_grid == 0) {
+      // Two contributions on the grid: their sum is exact in a double; for
+      // float32 the float sum is it rounded once. Adding +0 turns the -0 of
+      // two -0s into the +0 that every exact zero is.
+      if constexpr (kBfloat) {
+        const uint16_t* x = static_cast<const uint16_t*>(all) + t0;
+        const uint16_t* y = x + count;
+        for (size_t j = 0; j < m; ++j) {
+          const double sum = static_cast<double>(std::bit_cast<float>(uint32_t{x[j]} << 16)) +
+                             static_cast<double>(std::bit_cast<float>(uint32_t{y[j]} << 16)) + 0.0;
+          store_rounded<kBfloat>(out, t0 + j, sum);
+        }
+      } else {
+        const float* x = static_cast<const float*>(all) + t0;
+        const float* y = x + count;
+        float* o = static_cast<float*>(out) + t0;
+        for (size_t j = 0; j < m; ++j) o[j] = x[j] + y[j] + 0.0f;
+      }
+      return true;
+    }
+    for (size_t j = 0; j < m; ++j) {
+      const uint32_t a = bits32<kBfloat>(all, t0 + j) & 0x7fffffffu;
+      const uint32_t b = bits32<kBfloat>(all, y0 + j) & 0x7fffffffu;
+      top[j] = exponent_of(a > b ? a : b);
+    }
+  } else {
+    // One pass over the contributions: per element the largest and smallest
+    // magnitudes and the sum as if every contribution lay on its grid.
+    uint32_t low[kTile];
+    double acc[kTile];
     for (size_t j = 0; j < m; ++j) {
       top[j] = 0;
       low[j] = 0xffffffffu;
+      acc[j] = 0;
     }
     for (int r = 0; r < n; ++r) {
       const size_t from = static_cast<size_t>(r) * count + t0;
       for (size_t j = 0; j < m; ++j) {
-        const uint32_t a = bits32<kBfloat>(all, from + j) & 0x7fffffffu;
+        const uint32_t u = bits32<kBfloat>(all, from + j);
+        const uint32_t a = u & 0x7fffffffu;
         top[j] = top[j] > a ? top[j] : a;
         low[j] = low[j] < a - 1u ? low[j] : a - 1u;
+        acc[j] += static_cast<double>(std::bit_cast<float>(u));
       }
     }
-  }
-  const size_t blocks = (m + kBlock - 1) / kBlock;
-  double mult[kTile / kBlock];
-  double back[kTile / kBlock];
-  // A block whose every contribution lies on its grid (within 22 binades of
-  // its largest; the common case) needs no rounding to the grid: its
-  // elements sum exactly as they are.
-  bool on_grid[kTile / kBlock];
-  // Within 15 binades (a bfloat16 block): two contributions sum exactly in
-  // float32 (8 + 15 + 1 bits).
-  bool narrow[kTile / kBlock];
-  for (size_t b = 0; b < blocks; ++b) {
-    const size_t end = std::min(m, (b + 1) * kBlock);
-    uint32_t t = 0;
-    uint32_t l = 0xffffffffu;
-    if (n == 2) {
-      for (size_t j = b * kBlock; j < end; ++j) {
-        const uint32_t x = bits32<kBfloat>(all, t0 + j) & 0x7fffffffu;
-        const uint32_t y = bits32<kBfloat>(all, count + t0 + j) & 0x7fffffffu;
-        const uint32_t big = x > y ? x : y;
-        t = t > big ? t : big;
-        const uint32_t small = x - 1u < y - 1u ? x - 1u : y - 1u;
-        l = l < small ? l : small;
-      }
-    } else {
-      for (size_t j = b * kBlock; j < end; ++j) t = t > top[j] ? t : top[j];
-      for (size_t j = b * kBlock; j < end; ++j) l = l < low[j] ? l : low[j];
+    uint32_t specials = 0;
+    uint32_t off_grid = 0;
+    for (size_t j = 0; j < m; ++j) {
+      specials |= top[j] >= 0x7f800000u ? 1u : 0u;
+      off_grid |= span_of(exponent_of(top[j]), low[j]) > 22 ? 1u : 0u;
     }
-    if (t >= 0x7f800000u) return false;
-    const int e = std::max(static_cast<int>(t >> 23), 1);
-    const int lowest = l == 0xffffffffu ? e : std::max(static_cast<int>((l + 1) >> 23), 1);
-    on_grid[b] = lowest >= e - 22;
-    narrow[b] = lowest >= e - 15;
-    mult[b] = on_grid[b] ? 1.0 : pow2(kShift32 - e);
-    back[b] = on_grid[b] ? 1.0 : pow2(e - kShift32);
-  }
-  if (n == 2) {
-    bool all_on_grid = true;
-    bool all_narrow = true;
-    for (size_t b = 0; b < blocks; ++b) {
-      all_on_grid = all_on_grid && on_grid[b];
-      all_narrow = all_narrow && narrow[b];
-    }
-    if (kBfloat && all_narrow) {
-      // Two bfloat16 within 15 binades: their float32 sum is exact, and
-      // rounding it to bfloat16 is the one rounding.
-      const uint16_t* x = static_cast<const uint16_t*>(all) + t0;
-      const uint16_t* y = x + count;
-      uint16_t* o = static_cast<uint16_t*>(out) + t0;
-      for (size_t j = 0; j < m; ++j) {
-        const float sum =
-            std::bit_cast<float>(uint32_t{x[j]} << 16) + std::bit_cast<float>(uint32_t{y[j]} << 16);
-        o[j] = bf16_nearest(std::bit_cast<uint32_t>(sum));
-      }
+    if (specials != 0) return false;
+    if (off_grid == 0) {
+      // Every contribution on its element's grid: the double sums are exact
+      // (at most 24 + 22 + 6 bits).
+      for (size_t j = 0; j < m; ++j) store_rounded<kBfloat>(out, t0 + j, acc[j]);
       return true;
     }
-    if (all_on_grid) {
-      if constexpr (kBfloat) {
-        // Two bfloat16 on the grid: their double sum is exact.
-        const uint16_t* x = static_cast<const uint16_t*>(all) + t0;
-        const uint16_t* y = x + count;
-        uint16_t* o = static_cast<uint16_t*>(out) + t0;
-        for (size_t j = 0; j < m; ++j) {
-          const double sum = static_cast<double>(std::bit_cast<float>(uint32_t{x[j]} << 16)) +
-                             static_cast<double>(std::bit_cast<float>(uint32_t{y[j]} << 16));
-          o[j] = bf16_nearest(float_round_to_odd(sum));
-        }
-      } else {
-        // Two float32 on the grid: their float32 sum is their exact sum
-        // rounded once.
-        const float* x = static_cast<const float*>(all) + t0;
-        const float* y = x + count;
-        float* o = static_cast<float*>(out) + t0;
-        for (size_t j = 0; j < m; ++j) o[j] = x[j] + y[j];
-      }
-      return true;
-    }
+    for (size_t j = 0; j < m; ++j) top[j] = exponent_of(top[j]);
   }
+  // Some contribution lies below its element's grid: every contribution is
+  // rounded to its element's grid as its fixed form is.
+  double mult[kTile];
   double acc[kTile];
-  for (size_t j = 0; j < m; ++j) acc[j] = 0;
+  for (size_t j = 0; j < m; ++j) {
+    mult[j] = pow2_bits(kShift32 - static_cast<int>(top[j]));
+    acc[j] = 0;
+  }
   for (int r = 0; r < n; ++r) {
     const size_t from = static_cast<size_t>(r) * count + t0;
-    for (size_t b = 0; b < blocks; ++b) {
-      const size_t end = std::min(m, (b + 1) * kBlock);
-      if (on_grid[b]) {
-        for (size_t j = b * kBlock; j < end; ++j)
-          acc[j] += static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j)));
-        continue;
-      }
-      const double k = mult[b];
-      for (size_t j = b * kBlock; j < end; ++j) {
-        const double t =
-            static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j))) * k;
-        acc[j] += (t + kMagic) - kMagic;
-      }
+    for (size_t j = 0; j < m; ++j) {
+      const double t =
+          static_cast<double>(std::bit_cast<float>(bits32<kBfloat>(all, from + j))) * mult[j];
+      acc[j] += (t + kMagic) - kMagic;
     }
   }
-  for (size_t b = 0; b < blocks; ++b) {
-    const size_t end = std::min(m, (b + 1) * kBlock);
-    const double k = back[b];
-    if constexpr (kBfloat) {
-      uint16_t* o = static_cast<uint16_t*>(out) + t0;
-      for (size_t j = b * kBlock; j < end; ++j) o[j] = bf16_nearest(float_round_to_odd(acc[j] * k));
-    } else {
-      float* o = static_cast<float*>(out) + t0;
-      for (size_t j = b * kBlock; j < end; ++j) o[j] = static_cast<float>(acc[j] * k);
-    }
-  }
+  for (size_t j = 0; j < m; ++j)
+    store_rounded<kBfloat>(out, t0 + j, acc[j] * pow2_bits(static_cast<int>(top[j]) - kShift32));
   return true;
 }
 
 struct Kernels {
-  void (*scales_f32)(const void*, size_t, size_t, int32_t*, bool*);
-  void (*scales_bf16)(const void*, size_t, size_t, int32_t*, bool*);
-  void (*fixed_f32)(const void*, size_t, size_t, const int32_t*, int64_t*, bool, bool);
-  void (*fixed_bf16)(const void*, size_t, size_t, const int32_t*, int64_t*, bool, bool);
-  void (*back_f32)(const int64_t*, size_t, size_t, const int32_t*, void*);
-  void (*back_bf16)(const int64_t*, size_t, size_t, const int32_t*, void*);
+  void (*scales_f32)(const void*, size_t, uint8_t*, bool*);
+  void (*scales_bf16)(const void*, size_t, uint8_t*, bool*);
+  void (*fixed_f32)(const void*, size_t, const uint8_t*, int64_t*, bool, bool);
+  void (*fixed_bf16)(const void*, size_t, const uint8_t*, int64_t*, bool, bool);
+  void (*back_f32)(const int64_t*, size_t, const uint8_t*, void*);
+  void (*back_bf16)(const int64_t*, size_t, const uint8_t*, void*);
   bool (*gather_f32)(const void*, size_t, size_t, size_t, int, void*);
   bool (*gather_bf16)(const void*, size_t, size_t, size_t, int, void*);
 };
 
-#define CHORUS_EXACT_KERNELS(attr, name)                                                        \
-  attr void name##_scales_f32(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {        \
-    scales32<false>(x, n, f, s, sp);                                                            \
-  }                                                                                             \
-  attr void name##_scales_bf16(const void* x, size_t n, size_t f, int32_t* s, bool* sp) {       \
-    scales32<true>(x, n, f, s, sp);                                                             \
-  }                                                                                             \
-  attr void name##_fixed_f32(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,   \
-                             bool acc, bool sp) {                                               \
-    fixed32<false>(x, n, f, s, o, acc, sp);                                                     \
-  }                                                                                             \
-  attr void name##_fixed_bf16(const void* x, size_t n, size_t f, const int32_t* s, int64_t* o,  \
-                              bool acc, bool sp) {                                              \
-    fixed32<true>(x, n, f, s, o, acc, sp);                                                      \
-  }                                                                                             \
-  attr void name##_back_f32(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) {  \
-    back32<false>(q, n, f, s, o);                                                               \
-  }                                                                                             \
-  attr void name##_back_bf16(const int64_t* q, size_t n, size_t f, const int32_t* s, void* o) { \
-    back32<true>(q, n, f, s, o);                                                                \
-  }                                                                                             \
-  attr bool name##_gather_f32(const void* a, size_t c, size_t t, size_t m, int n, void* o) {    \
-    return gathered32<false>(a, c, t, m, n, o);                                                 \
-  }                                                                                             \
-  attr bool name##_gather_bf16(const void* a, size_t c, size_t t, size_t m, int n, void* o) {   \
-    return gathered32<true>(a, c, t, m, n, o);                                                  \
+#define CHORUS_EXACT_KERNELS(attr, name)                                                       \
+  attr void name##_scales_f32(const void* x, size_t n, uint8_t* s, bool* sp) {                 \
+    scales32<false>(x, n, s, sp);                                                              \
+  }                                                                                            \
+  attr void name##_scales_bf16(const void* x, size_t n, uint8_t* s, bool* sp) {                \
+    scales32<true>(x, n, s, sp);                                                               \
+  }                                                                                            \
+  attr void name##_fixed_f32(const void* x, size_t n, const uint8_t* s, int64_t* o, bool acc,  \
+                             bool sp) {                                                        \
+    fixed32<false>(x, n, s, o, acc, sp);                                                       \
+  }                                                                                            \
+  attr void name##_fixed_bf16(const void* x, size_t n, const uint8_t* s, int64_t* o, bool acc, \
+                              bool sp) {                                                       \
+    fixed32<true>(x, n, s, o, acc, sp);                                                        \
+  }                                                                                            \
+  attr void name##_back_f32(const int64_t* q, size_t n, const uint8_t* s, void* o) {           \
+    back32<false>(q, n, s, o);                                                                 \
+  }                                                                                            \
+  attr void name##_back_bf16(const int64_t* q, size_t n, const uint8_t* s, void* o) {          \
+    back32<true>(q, n, s, o);                                                                  \
+  }                                                                                            \
+  attr bool name##_gather_f32(const void* a, size_t c, size_t t, size_t m, int n, void* o) {   \
+    return gathered32<false>(a, c, t, m, n, o);                                                \
+  }                                                                                            \
+  attr bool name##_gather_bf16(const void* a, size_t c, size_t t, size_t m, int n, void* o) {  \
+    return gathered32<true>(a, c, t, m, n, o);                                                 \
   }
 
 CHORUS_EXACT_KERNELS(, baseline)
@@ -530,14 +502,19 @@ Int128 sum_of(DataType type, const int64_t* sums, size_t i) {
   if (type != DataType::float64) return sums[i];
   return static_cast<Int128>(sums[2 * i + 1]) * (int64_t{1} << kLane64) + sums[2 * i];
 }
-int unit_exponent(DataType type, const int32_t* scales, size_t element) {
+// The exponent a float64 element's scale code stands for: the top of the
+// eight binades the code spans (every contribution's field is at most this).
+int exponent64(uint8_t code) {
+  return 8 * static_cast<int>(code) + 7;
+}
+int unit_exponent(DataType type, const uint8_t* scales, size_t element) {
   switch (type) {
     case DataType::float16:
       return -kShift16;
     case DataType::float64:
-      return std::max(scales[element / kBlock], 1) - kShift64;
+      return exponent64(scales[element]) - kShift64;
     default:
-      return std::max(scales[element / kBlock], 1) - kShift32;
+      return exponent32(scales[element]) - kShift32;
   }
 }
 
@@ -570,19 +547,18 @@ int exact_binades(DataType type) {
     case DataType::bfloat16:
       return kFraction32 - 8;
     case DataType::float64:
-      return kFraction64 - 53;
+      return kFraction64 - 53 - 7;  // the code's 8 binades cost 7
     default:
       return kFraction32 - 24;
   }
 }
 
-void max_scales(DataType type, const void* x, size_t count, size_t first, int32_t* scales,
-                bool* special) {
+void max_scales(DataType type, const void* x, size_t count, uint8_t* scales, bool* special) {
   switch (type) {
     case DataType::float32:
-      return kernels().scales_f32(x, count, first, scales, special);
+      return kernels().scales_f32(x, count, scales, special);
     case DataType::bfloat16:
-      return kernels().scales_bf16(x, count, first, scales, special);
+      return kernels().scales_bf16(x, count, scales, special);
     case DataType::float16:
     case DataType::float64: {
       const Format f = format_of(type);
@@ -594,8 +570,9 @@ void max_scales(DataType type, const void* x, size_t count, size_t first, int32_
           continue;
         }
         if (type == DataType::float16 || (bits & magnitude) == 0) continue;
-        int32_t& s = scales[(first + i) / kBlock];
-        s = std::max(s, static_cast<int32_t>(parts(bits, f).e));
+        // float64: the top 8 bits of the exponent field.
+        const auto code = static_cast<uint8_t>((bits >> f.mantissa & 0x7ffu) >> 3);
+        scales[i] = std::max(scales[i], code);
       }
       return;
     }
@@ -604,13 +581,13 @@ void max_scales(DataType type, const void* x, size_t count, size_t first, int32_
   }
 }
 
-void to_fixed(DataType type, const void* x, size_t count, size_t first, const int32_t* scales,
-              int64_t* out, bool accumulate, bool specials) {
+void to_fixed(DataType type, const void* x, size_t count, const uint8_t* scales, int64_t* out,
+              bool accumulate, bool specials) {
   switch (type) {
     case DataType::float32:
-      return kernels().fixed_f32(x, count, first, scales, out, accumulate, specials);
+      return kernels().fixed_f32(x, count, scales, out, accumulate, specials);
     case DataType::bfloat16:
-      return kernels().fixed_bf16(x, count, first, scales, out, accumulate, specials);
+      return kernels().fixed_bf16(x, count, scales, out, accumulate, specials);
     case DataType::float16:
     case DataType::float64: {
       const Format f = format_of(type);
@@ -621,9 +598,8 @@ void to_fixed(DataType type, const void* x, size_t count, size_t first, const in
         if (!is_special(bits, f)) {
           const Parts p = parts(bits, f);
           // float16: q = x * 2^24 = sig * 2^(e - 1). float64: q = sig *
-          // 2^(e - E + 39), E the block's exponent.
-          const int shift =
-              wide ? p.e - std::max(scales[(first + i) / kBlock], 1) + (kFraction64 - 53) : p.e - 1;
+          // 2^(e - E + 39), E the exponent of the element's scale code.
+          const int shift = wide ? p.e - exponent64(scales[i]) + (kFraction64 - 53) : p.e - 1;
           q = shift_round(p.sig, shift);
           if (p.negative) q = -q;
         }
@@ -659,19 +635,19 @@ void special_counts(DataType type, const void* x, size_t count, int64_t* out, bo
   }
 }
 
-void from_fixed(DataType type, const int64_t* sums, size_t count, size_t first,
-                const int32_t* scales, uint32_t divisor, const int64_t* specials, void* out) {
+void from_fixed(DataType type, const int64_t* sums, size_t count, const uint8_t* scales,
+                uint32_t divisor, const int64_t* specials, void* out) {
   CHORUS_CHECK(divisor >= 1);
   if (divisor == 1 && type == DataType::float32) {
-    kernels().back_f32(sums, count, first, scales, out);
+    kernels().back_f32(sums, count, scales, out);
   } else if (divisor == 1 && type == DataType::bfloat16) {
-    kernels().back_bf16(sums, count, first, scales, out);
+    kernels().back_bf16(sums, count, scales, out);
   } else {
     const Format f = format_of(type);
     for (size_t i = 0; i < count; ++i)
       store_bits(type, out, i,
-                 round_to_format(sum_of(type, sums, i), unit_exponent(type, scales, first + i),
-                                 divisor, f.mantissa, f.exponent));
+                 round_to_format(sum_of(type, sums, i), unit_exponent(type, scales, i), divisor,
+                                 f.mantissa, f.exponent));
   }
   if (specials == nullptr) return;
   const Format f = format_of(type);
@@ -684,11 +660,10 @@ void from_fixed(DataType type, const int64_t* sums, size_t count, size_t first,
 void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t divisor,
                   void* out) {
   CHORUS_CHECK(n >= 1);
-  // Tiles of kTile elements (whole blocks), small enough that a tile's
-  // fixed forms stay in the first-level caches while every contribution adds
-  // into them.
+  // Tiles of kTile elements, small enough that a tile's fixed forms stay in
+  // the first-level caches while every contribution adds into them.
   const size_t es = dtype_size(type);
-  int32_t scales[kTile / kBlock];
+  uint8_t scales[kTile];
   int64_t acc[kTile * 2];
   int64_t counts[kTile];
   const auto* base = static_cast<const std::byte*>(all);
@@ -704,14 +679,14 @@ void sum_gathered(DataType type, const void* all, size_t count, int n, uint32_t 
     std::fill(std::begin(scales), std::end(scales), 0);
     bool special = false;
     for (int r = 0; r < n; ++r)
-      max_scales(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, &special);
+      max_scales(type, base + (static_cast<size_t>(r) * count + t0) * es, m, scales, &special);
     for (int r = 0; r < n; ++r)
-      to_fixed(type, base + (static_cast<size_t>(r) * count + t0) * es, m, 0, scales, acc, r > 0,
+      to_fixed(type, base + (static_cast<size_t>(r) * count + t0) * es, m, scales, acc, r > 0,
                special);
     if (special)
       for (int r = 0; r < n; ++r)
         special_counts(type, base + (static_cast<size_t>(r) * count + t0) * es, m, counts, r > 0);
-    from_fixed(type, acc, m, 0, scales, divisor, special ? counts : nullptr, dst + t0 * es);
+    from_fixed(type, acc, m, scales, divisor, special ? counts : nullptr, dst + t0 * es);
   }
 }
 

@@ -514,6 +514,12 @@ std::shared_ptr<WorkState> CommunicatorImpl::submit_collective(const Call& call)
   CallStamp stamp = collective_stamp(++collective_seq_, call.collective, plan.stamp_id, call.type,
                                      call.op, call.count, call.root);
   stamp.part = part_;
+  // A part of a deterministic Reduce carries its root, so that ranks that
+  // disagree on it meet a mismatch on every road (an AllGather has none).
+  if (part_ != 0) stamp.root = part_root_;
+  if (part_ != 0)
+    det_ran_.push_back(
+        {call.collective, call.count, call.type, call.op, std::string(plan.algorithm->name)});
   begin_call(stamp);
   // One-sided calls meet their peers before the first op (the exchanges of
   // prepare_one_sided), so their deadline starts here.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "algorithms/algorithm.h"
+#include "algorithms/deterministic.h"
 #include "core/config.h"
 #include "engine/flight_recorder.h"
 #include "engine/metrics.h"
@@ -207,14 +208,25 @@ class CommunicatorImpl {
   void setup_message(OpKind kind, void* buf, size_t bytes, int peer);
   static constexpr int kSetupTag = -1;
 
-  // Deterministic calls (engine/deterministic.cc): whether `call` takes the
-  // road: the collective on integers (whole), an AllToAll of the elements,
-  // local sums of each rank's block and an AllGather of the results
-  // (scatter), or an AllGather and local sums of every element (gather); and
-  // what it runs: "gather", "scatter", or the integer pass's algorithm.
-  enum class Road { whole, scatter, gather };
-  Road deterministic_road(const Call& call) const;
+  // Deterministic calls (engine/deterministic.cc): the plan a deterministic
+  // `call` runs (algorithms/deterministic.h: its road and parts, each part's
+  // algorithm as this communicator's selector picks it now), for `count`
+  // elements of it (a piece; the call's count by default); and what it runs
+  // in a word: "gather", "scatter", or the integer pass's algorithm.
+  DeterministicPlan deterministic_plan(const Call& call, size_t count = 0);
   std::string deterministic_pick(const Call& call);
+  // The calls the last deterministic call ran (every piece's), with the
+  // algorithm each ran with, and its plan (the last piece's): the tests hold
+  // the runtime to its description with them.
+  struct DeterministicRan {
+    Collective collective;
+    size_t count;
+    DataType type;
+    ReduceOp op;
+    std::string algorithm;
+  };
+  const std::vector<DeterministicRan>& deterministic_ran() const { return det_ran_; }
+  const DeterministicPlan& last_deterministic_plan() const { return det_last_; }
 
   // The algorithm a call would use (after overrides and fallback).
   const Algorithm& choose(const CollectiveSpec& spec, const CallOptions& options) {
@@ -240,9 +252,10 @@ class CommunicatorImpl {
   // so (CallStamp::part).
   void run_part(Collective whole, uint32_t k, const Call& call);
   uint32_t part_ = 0;  // CallStamp::part of the call being submitted
+  int part_root_ = 0;  // CallStamp::root of its parts: a deterministic Reduce's root
   // Their buffers, kept from call to call (each at most a piece's worth).
   struct DeterministicBuffers {
-    std::vector<int32_t> scales;
+    std::vector<uint8_t> scales;
     std::vector<int64_t> fixed;
     std::vector<int64_t> result;
     std::vector<int64_t> specials;
@@ -253,6 +266,8 @@ class CommunicatorImpl {
     std::vector<std::byte> result_elements;
   };
   DeterministicBuffers det_;
+  DeterministicPlan det_last_;
+  std::vector<DeterministicRan> det_ran_;
   void validate(const Call& call) const;
   // What runs a call: its algorithm and prepared Program.
   struct Plan {

@@ -155,28 +155,16 @@ double model_predicted_us(const RowPlan& p, int n, size_t segment_bytes, const M
   return model.time(*algo, row_spec(p, n, segment_bytes), p.type, p.op) * 1e6;
 }
 
-// A deterministic row's time (algorithms/deterministic.h): its road with the
-// shown algorithm carrying the integer pass, on the fitted model where there
-// is one, else on chorus-sim's switch with the link's alpha and beta.
-double deterministic_predicted_us(const RowPlan& p, int n, size_t segment_bytes,
-                                  const MachineSim* model, const LinkEstimate& link) {
-  const CollectiveSpec spec = row_spec(p, n, segment_bytes);
-  const std::string_view shown = p.shown_algorithm;
-  const bool gather = shown == "gather";
-  const bool scatter = shown == "scatter";
-  const Algorithm* algo = gather || scatter ? nullptr : find_algorithm(p.collective, shown);
-  if (!gather && !scatter && algo == nullptr) return std::nan("");
-  if (model != nullptr)
-    return 1e6 * (gather    ? model->deterministic_gather_time(spec, p.type)
-                  : scatter ? model->deterministic_scatter_time(spec, p.type)
-                            : model->deterministic_time(*algo, spec, p.type));
+// A deterministic row's time: the plan its calls run (algorithms/deterministic.h,
+// with the communicator's picks), on the fitted model where there is one,
+// else on chorus-sim's switch with the link's alpha and beta.
+double deterministic_predicted_us(const DeterministicPlan& plan, int n, const MachineSim* model,
+                                  const LinkEstimate& link) {
+  if (model != nullptr) return 1e6 * model->deterministic_plan_time(plan);
   if (!(link.beta > 0)) return std::nan("");
   const LinkParams params{"link", link.alpha, link.beta};
   const auto topology = make_topology("switch", n, params, params);
-  SimOptions options;
-  return 1e6 * (gather    ? simulate_deterministic_gather(spec, p.type, *topology, options)
-                : scatter ? simulate_deterministic_scatter(spec, p.type, *topology, options)
-                          : simulate_deterministic(*algo, spec, p.type, *topology, options));
+  return 1e6 * simulate_deterministic_plan(plan, *topology, SimOptions{});
 }
 
 // One call of a row on the given buffers.
@@ -486,8 +474,11 @@ PerfReport run_perf(Communicator& comm, const PerfOptions& o, const PerfHooks& h
         lower_bound(p.collective, rep.nranks, static_cast<double>(p.bytes), link).combined() * 1e6;
     row.pct_bound = best > 0 ? 100.0 * row.bound_us / best : 0;
     if (rank0 && deterministic) {
-      row.predicted_us = deterministic_predicted_us(
-          shown, rep.nranks, detail::impl_of(comm).config().segment_bytes, model, rep.link);
+      CallOptions named;
+      named.algorithm = p.call_algorithm;
+      const DeterministicPlan det_plan =
+          detail::impl_of(comm).deterministic_plan(row_call(p, send_base, recv_base, named));
+      row.predicted_us = deterministic_predicted_us(det_plan, rep.nranks, model, rep.link);
       row.err_pct = best > 0 ? 100.0 * (best - row.predicted_us) / best : std::nan("");
     } else if (rank0) {
       row.predicted_us =

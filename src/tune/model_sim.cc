@@ -59,26 +59,28 @@ double MachineSim::raw_time(const Algorithm& algo, const CollectiveSpec& spec, D
   return link_.call_overhead + simulate(programs, *topology(spec.nranks), options(type, op)).time;
 }
 
+double MachineSim::deterministic_plan_time(const DeterministicPlan& plan) const {
+  if (plan.parts.empty() || plan.parts.front().spec.nranks <= 1) return 0;
+  double overheads = 0;
+  for (const DeterministicPart& p : plan.parts)
+    if (!p.only_with_specials) overheads += link_.call_overhead;
+  const int n = plan.parts.front().spec.nranks;
+  return overheads +
+         simulate_deterministic_plan(plan, *topology(n), options(DataType::int64, ReduceOp::sum));
+}
+
 double MachineSim::deterministic_time(const Algorithm& algo, const CollectiveSpec& spec,
                                       DataType type) const {
-  if (spec.nranks <= 1) return 0;
-  // Two calls of their own (scales, integers), each with the call overhead.
-  return 2 * link_.call_overhead + simulate_deterministic(algo, spec, type, *topology(spec.nranks),
-                                                          options(DataType::int64, ReduceOp::sum));
+  return deterministic_plan_time(
+      deterministic_plan(spec, type, DeterministicRoad::whole, std::string(algo.name)));
 }
 
 double MachineSim::deterministic_scatter_time(const CollectiveSpec& spec, DataType type) const {
-  if (spec.nranks <= 1) return 0;
-  // Two calls of their own: the AllToAll and the AllGather.
-  return 2 * link_.call_overhead + simulate_deterministic_scatter(spec, type,
-                                                                  *topology(spec.nranks),
-                                                                  options(type, ReduceOp::sum));
+  return deterministic_plan_time(deterministic_plan(spec, type, DeterministicRoad::scatter, ""));
 }
 
 double MachineSim::deterministic_gather_time(const CollectiveSpec& spec, DataType type) const {
-  if (spec.nranks <= 1) return 0;
-  return link_.call_overhead + simulate_deterministic_gather(spec, type, *topology(spec.nranks),
-                                                             options(type, ReduceOp::sum));
+  return deterministic_plan_time(deterministic_plan(spec, type, DeterministicRoad::gather, ""));
 }
 
 double MachineSim::correction(const Algorithm& algo, const CollectiveSpec& spec,

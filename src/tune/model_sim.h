@@ -21,6 +21,7 @@
 #pragma once
 
 #include "algorithms/algorithm.h"
+#include "algorithms/deterministic.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
 #include "tune/tuning_file.h"
@@ -63,6 +64,10 @@ class MachineSim {
   double deterministic_gather_time(const CollectiveSpec& spec, DataType type) const;
   // ... and on the scatter road (AllReduce).
   double deterministic_scatter_time(const CollectiveSpec& spec, DataType type) const;
+  // Predicted seconds of a deterministic call's plan, the description the
+  // runtime runs (its parts with their algorithms, each a call with its
+  // overhead, and the local work).
+  double deterministic_plan_time(const DeterministicPlan& plan) const;
   // The correction time() applies to raw_time() (1 where none is learned).
   double correction(const Algorithm& algo, const CollectiveSpec& spec, DataType type) const;
 

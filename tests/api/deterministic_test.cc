@@ -8,6 +8,7 @@
 #include "algorithms/algorithm.h"
 #include "core/check.h"
 #include "core/exact_sum.h"
+#include "engine/communicator_impl.h"
 
 #include <chorus/chorus.h>
 #include <chorus/testing.h>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -128,12 +130,109 @@ TEST(Deterministic, OneGibibyteCallEqualsItsParts) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// The case: three contributors, an AllReduce of the first 7
+// elements and one of 2^20 (its neighbours spread over +-120 binades, some
+// the largest finite values): element i is the same in both, on every road
+// (gather for 7 elements, scatter for 2^20, the whole road with ring and
+// recursive doubling), and within 22 binades the exact sum rounded once.
+TEST(Deterministic, ASevenElementCallIsThePrefixOfAMillionElementOne) {
+  const size_t count = size_t{1} << 20;
+  std::atomic<int> wrong{0};
+  testing::run_ranks(3, [&](Communicator& comm) {
+    std::vector<float> in(count);
+    std::mt19937 rng(static_cast<unsigned>(40 + comm.rank()));
+    for (size_t i = 0; i < count; ++i) {
+      const int e = i < 7 ? static_cast<int>(rng() % 8) : static_cast<int>(rng() % 241) - 120;
+      in[i] = std::ldexp(1.0f + static_cast<float>(rng() % 8388608) / 8388608.0f, e) *
+              (rng() % 2 ? -1.0f : 1.0f);
+      if (i >= 7 && rng() % 50 == 0) in[i] = FLT_MAX / 4;
+    }
+    for (const std::string algo : {"", "ring", "recursive_doubling"}) {
+      CallOptions o;
+      o.deterministic = true;
+      o.algorithm = algo;
+      std::vector<float> big(count);
+      comm.allreduce(in.data(), big.data(), count, DataType::float32, ReduceOp::sum, o);
+      float small[7];
+      comm.allreduce(in.data(), small, 7, DataType::float32, ReduceOp::sum, o);
+      if (std::memcmp(small, big.data(), sizeof small) != 0) ++wrong;
+      // Exact: contributions within 8 binades sum exactly in a double.
+      std::vector<float> all(3 * 7);
+      comm.allgather(in.data(), all.data(), 7, DataType::float32);
+      for (size_t i = 0; i < 7; ++i) {
+        const double exact = static_cast<double>(all[i]) + all[7 + i] + all[14 + i];
+        if (small[i] != static_cast<float>(exact)) ++wrong;
+      }
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// The runtime runs the description (algorithms/deterministic.h): every road
+// of every reducing collective, on calls that take it, makes exactly the
+// calls its plan lists, with the algorithms the plan names, and together
+// the calls reach every road there is.
+TEST(Deterministic, EveryRoadRunsAsItsPlanDescribesIt) {
+  std::mutex mu;
+  std::set<int> roads;
+  std::atomic<int> wrong{0};
+  testing::run_ranks(3, [&](Communicator& comm) {
+    auto& impl = detail::impl_of(comm);
+    for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::reduce})
+      for (const char* algo : {"", c == Collective::reduce ? "binomial" : "ring"})
+        for (size_t count : {size_t{5}, size_t{20000}}) {
+          const size_t total = c == Collective::reduce_scatter ? 3 * count : count;
+          std::vector<float> in(total, 1.5f);
+          if (count == 5) in[1] = std::numeric_limits<float>::infinity();  // the specials pass
+          std::vector<float> out(count);
+          CallOptions o;
+          o.deterministic = true;
+          o.algorithm = algo;
+          Call call{Call::Kind::collective, c, in.data(), out.data(), count, DataType::float32,
+                    ReduceOp::sum,          0, -1,        o};
+          const DeterministicPlan plan = impl.deterministic_plan(call);
+          if (c == Collective::allreduce)
+            comm.allreduce(in.data(), out.data(), count, DataType::float32, ReduceOp::sum, o);
+          else if (c == Collective::reduce_scatter)
+            comm.reduce_scatter(in.data(), out.data(), count, DataType::float32, ReduceOp::sum, o);
+          else
+            comm.reduce(in.data(), out.data(), count, DataType::float32, ReduceOp::sum, 0, o);
+          const auto& ran = impl.deterministic_ran();
+          size_t at = 0;
+          for (const DeterministicPart& p : plan.parts) {
+            if (at == ran.size()) break;
+            const auto& r = ran[at];
+            const bool same = r.collective == p.spec.collective && r.count == p.spec.count &&
+                              r.type == p.type && r.op == p.op && r.algorithm == p.algorithm;
+            if (same) {
+              ++at;
+            } else if (!p.only_with_specials) {
+              ++wrong;
+              ADD_FAILURE() << to_string(c) << " '" << algo << "' count " << count << ": "
+                            << to_string(p.role) << " part planned as "
+                            << to_string(p.spec.collective) << "/" << p.algorithm << " x"
+                            << p.spec.count << ", ran " << to_string(r.collective) << "/"
+                            << r.algorithm << " x" << r.count;
+            }
+          }
+          if (at != ran.size()) {
+            ++wrong;
+            ADD_FAILURE() << to_string(c) << " ran " << ran.size() << " calls, planned "
+                          << plan.parts.size();
+          }
+          std::lock_guard lock(mu);
+          roads.insert(static_cast<int>(plan.road));
+        }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(roads.size(), static_cast<size_t>(kDeterministicRoadCount));
+}
+
 TEST(Deterministic, InfinitiesNaNsAndOverflowAsIeeeSummation) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  // Per element, what ranks 0, 1 and 2 hold.
-  // (Element 4 shares its block's scale with FLT_MAX: it is exact only
-  // within 22 binades of it, docs/ALGORITHMS.md.)
+  // Per element, what ranks 0, 1 and 2 hold. (Element 4 is exact: its own
+  // contributions lie within 11 binades, whatever its neighbours hold.)
   const float in[3][6] = {{inf, inf, nan, FLT_MAX, 0x1p120f, -FLT_MAX},
                           {1, -inf, 1, FLT_MAX, 0x1p121f, -FLT_MAX},
                           {2, 0, 2, 0, 0x1p110f, 0}};

@@ -168,7 +168,7 @@ TEST(SumGathered, SixteenBitTypesAreTheExactSumRoundedOnce) {
       for (int j = 0; j < k; ++j)
         for (size_t i = 0; i < n; ++i) {
           // float16: any finite value (all of its range is exact); bfloat16:
-          // within 30 binades of the block.
+          // within 30 binades of each other.
           uint16_t b = static_cast<uint16_t>(rng());
           if (bfloat)
             b = static_cast<uint16_t>((b & 0x807f) | ((100 + rng() % 30) << 7));
@@ -278,7 +278,7 @@ TEST(SumGathered, EqualsTheIntegerRoadBitForBit) {
                                                : 52;
     const int exp = t == DataType::float16 ? 5 : t == DataType::float64 ? 11 : 8;
     const size_t es = dtype_size(t);
-    // band 0: the whole range (a few blocks of one binade); 1: every value
+    // band 0: the whole range (the first 128 elements in one binade); 1: every value
     // within 12 binades, 2: within 20 (the fast roads of two contributions).
     for (int band : {0, 1, 2})
       for (int n : {1, 2, 3, 17, 64, 65, 70}) {
@@ -303,17 +303,17 @@ TEST(SumGathered, EqualsTheIntegerRoadBitForBit) {
         store(t, all, bits);
         std::vector<std::byte> gathered(count * es);
         sum_gathered(t, all.data(), count, n, 1, gathered.data());
-        std::vector<int32_t> scales(block_count(count), 0);
+        std::vector<uint8_t> scales(count, 0);
         bool special = false;
         for (int r = 0; r < n; ++r)
-          max_scales(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
+          max_scales(t, all.data() + static_cast<size_t>(r) * count * es, count, scales.data(),
                      &special);
         std::vector<int64_t> sums(count * lanes(t), 0);
         for (int r = 0; r < n; ++r)
-          to_fixed(t, all.data() + static_cast<size_t>(r) * count * es, count, 0, scales.data(),
+          to_fixed(t, all.data() + static_cast<size_t>(r) * count * es, count, scales.data(),
                    sums.data(), r > 0, special);
         std::vector<std::byte> road(count * es);
-        from_fixed(t, sums.data(), count, 0, scales.data(), 1, nullptr, road.data());
+        from_fixed(t, sums.data(), count, scales.data(), 1, nullptr, road.data());
         ASSERT_EQ(gathered, road) << to_string(t) << " n=" << n << " band=" << band;
       }
   }
@@ -345,7 +345,7 @@ TEST(SumGathered, SpecialValuesAsIeeeSummation) {
   EXPECT_TRUE(std::isnan(out[4]));
   EXPECT_EQ(out[5], inf);  // the exact sum 2 * FLT_MAX rounds to infinity
   EXPECT_EQ(out[6], -inf);
-  // Exact: 2^100 lies on the grid of the block's scale (27 binades below
+  // Exact: 2^100 lies on the grid of the element's scale (27 binades below
   // FLT_MAX's, within 22 + its trailing zeros). IEEE gives 2^100 too.
   EXPECT_EQ(out[7], 0x1p100f);
   EXPECT_EQ(out[8], big);  // exact: FLT_MAX (IEEE left to right: inf)
@@ -360,21 +360,21 @@ TEST(FromFixed, FastRoadAgreesWithTheIntegerRounding) {
   for (DataType t : {DataType::float32, DataType::bfloat16}) {
     const size_t n = 64 * 300;
     std::vector<int64_t> sums(n);
-    std::vector<int32_t> scales(n / kBlock);
-    for (size_t b = 0; b < scales.size(); ++b) scales[b] = static_cast<int32_t>(b % 256);
+    std::vector<uint8_t> scales(n);
+    for (size_t i = 0; i < n; ++i) scales[i] = static_cast<uint8_t>(i / 64 % 256);
     for (size_t i = 0; i < n; ++i) {
       const int bits = 1 + static_cast<int>(rng() % 62);
       sums[i] = static_cast<int64_t>(rng() >> (64 - bits)) * (rng() & 1 ? -1 : 1);
     }
     std::vector<std::byte> out(n * dtype_size(t));
-    from_fixed(t, sums.data(), n, 0, scales.data(), 1, nullptr, out.data());
+    from_fixed(t, sums.data(), n, scales.data(), 1, nullptr, out.data());
     for (size_t i = 0; i < n; ++i) {
-      const int e = std::max(scales[i / kBlock], 1) - 172;
+      const int e = std::max<int>(scales[i], 1) - 172;
       const uint64_t want = t == DataType::float32 ? round_to_format(sums[i], e, 1, 23, 8)
                                                    : round_to_format(sums[i], e, 1, 7, 8);
       uint64_t got = 0;
       std::memcpy(&got, out.data() + i * dtype_size(t), dtype_size(t));
-      ASSERT_EQ(got, want) << to_string(t) << " sum " << sums[i] << " scale " << scales[i / kBlock];
+      ASSERT_EQ(got, want) << to_string(t) << " sum " << sums[i] << " scale " << int{scales[i]};
     }
   }
 }
@@ -401,6 +401,227 @@ TEST(ToFixed, OneContributionComesBackExactlyWithinTheExactRange) {
     sum_gathered(t, x.data(), n, 1, 1, out.data());
     EXPECT_EQ(out, x) << to_string(t);
   }
+}
+
+// Contributions for the prefix and exactness tests: per element, one of
+// exponents spread over +-120 binades around the middle of the range, a few
+// binades around one exponent, subnormals, +-0, pairs that cancel, and the
+// largest finite values; a neighbour of an element is often of a very
+// different size, which is what used to change its bits.
+std::vector<uint64_t> spread_bits(std::mt19937_64& rng, size_t count, int n, int mant, int exp) {
+  const uint64_t bias = (uint64_t{1} << (exp - 1)) - 1;
+  const uint64_t max_field = (uint64_t{1} << exp) - 2;
+  const uint64_t mant_mask = (uint64_t{1} << mant) - 1;
+  const uint64_t sign = uint64_t{1} << (mant + exp);
+  const uint64_t spread = std::min<uint64_t>(120, bias - 1);
+  std::vector<uint64_t> v(count * static_cast<size_t>(n));
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t kind = rng() % 10;
+    const uint64_t center = bias - spread + rng() % (2 * spread + 1);
+    for (int r = 0; r < n; ++r) {
+      const uint64_t x = rng();
+      uint64_t field = 0;
+      switch (kind) {
+        case 0:
+          field = 0;  // subnormal (or zero)
+          break;
+        case 1:
+          field = max_field;  // the largest binade
+          break;
+        case 2:
+        case 3:
+          field = center - std::min<uint64_t>(center - 1, x % 6);  // a few binades
+          break;
+        default:
+          field = bias - spread + (x >> 8) % (2 * spread + 1);
+      }
+      uint64_t bits = (x & 1 ? sign : 0) | field << mant | ((x >> 20) & mant_mask);
+      if (kind == 4 && r % 3 == 2) bits = x & 1 ? sign : 0;  // +-0
+      if (kind == 5 && r % 2 == 1) bits = v[static_cast<size_t>(r - 1) * count + i] ^ sign;
+      v[static_cast<size_t>(r) * count + i] = bits;
+    }
+  }
+  return v;
+}
+
+struct TypeBits {
+  DataType t;
+  int mant, exp;
+};
+constexpr TypeBits kFloatTypes[] = {{DataType::float16, 10, 5},
+                                    {DataType::bfloat16, 7, 8},
+                                    {DataType::float32, 23, 8},
+                                    {DataType::float64, 52, 11}};
+
+// The integer road on the first `count` elements of n contributions of
+// `stride` elements each: scales, fixed forms, their sum, back.
+std::vector<std::byte> integer_road(DataType t, const std::vector<std::byte>& all, size_t stride,
+                                    size_t count, int n, uint32_t divisor) {
+  const size_t es = dtype_size(t);
+  std::vector<uint8_t> scales(count, 0);
+  bool special = false;
+  for (int r = 0; r < n; ++r)
+    max_scales(t, all.data() + static_cast<size_t>(r) * stride * es, count, scales.data(),
+               &special);
+  std::vector<int64_t> sums(count * lanes(t), 0);
+  for (int r = 0; r < n; ++r)
+    to_fixed(t, all.data() + static_cast<size_t>(r) * stride * es, count, scales.data(),
+             sums.data(), r > 0, special);
+  std::vector<int64_t> counts(count, 0);
+  for (int r = 0; r < n; ++r)
+    special_counts(t, all.data() + static_cast<size_t>(r) * stride * es, count, counts.data(),
+                   r > 0);
+  std::vector<std::byte> out(count * es);
+  from_fixed(t, sums.data(), count, scales.data(), divisor, special ? counts.data() : nullptr,
+             out.data());
+  return out;
+}
+
+// The prefix property: element i of a sum of length L is element i of the
+// sum of length L' for every L, L' > i, on the gather road's sums and on the
+// integer road, for sum and avg, whatever the other elements hold.
+TEST(PrefixProperty, AnElementsBitsDependOnItsOwnContributionsOnly) {
+  std::mt19937_64 rng(31);
+  const size_t longest = 5000;
+  for (const TypeBits& ty : kFloatTypes)
+    for (int n : {1, 2, 3, 9, 70}) {
+      const size_t es = dtype_size(ty.t);
+      std::vector<std::byte> all;
+      store(ty.t, all, spread_bits(rng, longest, n, ty.mant, ty.exp));
+      for (uint32_t divisor : {1u, static_cast<uint32_t>(n)}) {
+        std::vector<std::byte> whole(longest * es);
+        sum_gathered(ty.t, all.data(), longest, n, divisor, whole.data());
+        ASSERT_EQ(integer_road(ty.t, all, longest, longest, n, divisor), whole)
+            << to_string(ty.t) << " n=" << n;
+        for (size_t length :
+             {size_t{1}, size_t{7}, size_t{63}, size_t{64}, size_t{65}, size_t{2049}}) {
+          // The first `length` elements of each contribution, side by side.
+          std::vector<std::byte> prefix(length * es * static_cast<size_t>(n));
+          for (int r = 0; r < n; ++r)
+            std::memcpy(prefix.data() + static_cast<size_t>(r) * length * es,
+                        all.data() + static_cast<size_t>(r) * longest * es, length * es);
+          std::vector<std::byte> part(length * es);
+          sum_gathered(ty.t, prefix.data(), length, n, divisor, part.data());
+          ASSERT_EQ(0, std::memcmp(part.data(), whole.data(), length * es))
+              << to_string(ty.t) << " n=" << n << " length=" << length << " divisor=" << divisor;
+          ASSERT_EQ(integer_road(ty.t, all, longest, length, n, divisor), part)
+              << to_string(ty.t) << " n=" << n << " length=" << length;
+        }
+      }
+    }
+}
+
+// An exact reference for float32 and bfloat16 that shares nothing with the
+// code under test: a signed integer in units of 2^-173 (the grid of the
+// smallest scale, 2^-171, and a quarter of it), in 32-bit limbs.
+struct ExactSum {
+  static constexpr int kUnit = -173;
+  static constexpr int kLimbs = 12;  // 384 bits: past 2^128 / 2^-173
+  int64_t limb[kLimbs] = {};
+  // Adds (or subtracts) sig * 2^(e) (e >= kUnit).
+  void add(uint64_t sig, int e, bool negative) {
+    const int pos = e - kUnit;
+    const int k = pos / 32;
+    const UInt128 shifted = static_cast<UInt128>(sig) << (pos % 32);
+    for (int j = 0; j < 3 && k + j < kLimbs; ++j) {
+      const auto part = static_cast<int64_t>((shifted >> (32 * j)) & 0xffffffffu);
+      limb[k + j] += negative ? -part : part;
+    }
+  }
+  void add_float(float f, bool negate = false) {
+    const uint32_t u = std::bit_cast<uint32_t>(f);
+    const int field = static_cast<int>((u >> 23) & 0xff);
+    const uint64_t sig = (u & 0x7fffff) | (field != 0 ? 0x800000u : 0u);
+    add(sig, std::max(field, 1) - 150, ((u >> 31) != 0) != negate);
+  }
+  // Normalized: every limb but the last in [0, 2^32).
+  void normalize() {
+    for (int j = 0; j + 1 < kLimbs; ++j) {
+      const int64_t carry = limb[j] >> 32;  // floor division
+      limb[j] -= carry * (int64_t{1} << 32);
+      limb[j + 1] += carry;
+    }
+  }
+  bool negative() {
+    normalize();
+    return limb[kLimbs - 1] < 0;
+  }
+  void negate() {
+    for (int64_t& l : limb) l = -l;
+  }
+};
+
+// Exactness: an element whose contributions all lie within exact_binades
+// (22 for float32) of its largest is the exact sum rounded once; every other
+// element is within the documented bound,
+//   |result - S| <= ulp(result) / 2 + K g / 2,  g = 2^(E - 172),
+// E the exponent field of the element's largest contribution (at least 1),
+// K its contributions that are not whole multiples of g.
+TEST(Exactness, WithinTheBinadesExactElseWithinTheBound) {
+  std::mt19937_64 rng(32);
+  int exact_checked = 0;
+  int bound_checked = 0;
+  for (int n : {2, 3, 8, 33}) {
+    const size_t count = 4000;
+    const std::vector<uint64_t> bits = spread_bits(rng, count, n, 23, 8);
+    std::vector<float> all(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i)
+      all[i] = std::bit_cast<float>(static_cast<uint32_t>(bits[i]));
+    std::vector<float> out(count);
+    sum_gathered(DataType::float32, all.data(), count, n, 1, out.data());
+    for (size_t i = 0; i < count; ++i) {
+      int top = 1;
+      int low = 255;
+      bool finite = true;
+      for (int r = 0; r < n; ++r) {
+        const float x = all[static_cast<size_t>(r) * count + i];
+        const uint32_t u = std::bit_cast<uint32_t>(x);
+        const int field = static_cast<int>((u >> 23) & 0xff);
+        finite = finite && field != 255;
+        if ((u & 0x7fffffffu) == 0) continue;
+        top = std::max(top, std::max(field, 1));
+        low = std::min(low, std::max(field, 1));
+      }
+      ASSERT_TRUE(finite);
+      ExactSum s;
+      for (int r = 0; r < n; ++r) s.add_float(all[static_cast<size_t>(r) * count + i]);
+      if (low == 255 || top - low <= exact_binades(DataType::float32)) {
+        // The exact sum has at most 24 + 22 + 6 bits: a double holds it, and
+        // the float conversion rounds it once.
+        double d = 0;
+        for (int r = 0; r < n; ++r) d += all[static_cast<size_t>(r) * count + i];
+        const float want = d == 0 ? 0.0f : static_cast<float>(d);
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
+            << "n=" << n << " i=" << i;
+        ++exact_checked;
+        continue;
+      }
+      // result - S, against ulp(result) / 2 + K g / 2.
+      if (!std::isfinite(out[i])) continue;  // overflow: past the largest finite value
+      s.negate();
+      s.add_float(out[i]);
+      if (s.negative()) s.negate();
+      int k = 0;
+      const int g = top - 172;  // log2 of the grid
+      for (int r = 0; r < n; ++r) {
+        const uint32_t u = std::bit_cast<uint32_t>(all[static_cast<size_t>(r) * count + i]);
+        const int field = static_cast<int>((u >> 23) & 0xff);
+        const uint32_t sig = (u & 0x7fffff) | (field != 0 ? 0x800000u : 0u);
+        const int lsb = std::max(field, 1) - 150 + (sig == 0 ? 0 : std::countr_zero(sig));
+        if (sig != 0 && lsb < g) ++k;
+      }
+      // bound - |result - S| >= 0, the bound in the same exact units.
+      const int rfield =
+          std::max(static_cast<int>((std::bit_cast<uint32_t>(out[i]) >> 23) & 0xff), 1);
+      s.negate();
+      s.add(1, rfield - 151, false);  // ulp(result) / 2
+      for (int j = 0; j < k; ++j) s.add(1, g - 1, false);
+      ASSERT_FALSE(s.negative()) << "n=" << n << " i=" << i << " K=" << k;
+      ++bound_checked;
+    }
+  }
+  EXPECT_GT(exact_checked, 1000);
+  EXPECT_GT(bound_checked, 1000);
 }
 
 }  // namespace

@@ -35,6 +35,12 @@ struct DeterministicCase {
   int stride = 1;
   int offset = 0;
   bool window = false;  // buffers in shared windows (shm and inproc)
+  // The expectation is the deterministic sum of this many elements (of each
+  // rank's part, for ReduceScatter; at least count), and the call's result
+  // must be its first count elements: the prefix property. Cases of one
+  // seed and reference_count with different counts hold the calls of
+  // every length to the same bits.
+  size_t reference_count = 0;
   std::string describe() const;
 };
 
@@ -44,8 +50,11 @@ std::vector<std::string> check_deterministic(Communicator& comm, const Determini
 
 // The suite mp_check and the in-process test run at one N: AllReduce,
 // ReduceScatter and Reduce, the four floating types, sum (and avg on
-// float32), counts 1, N - 1, N + 1 and a prime, contributions on permuted
-// ranks. Prints nothing; returns the mismatches.
+// float64), counts 1, N - 1, N + 1 and a prime, contributions on permuted
+// ranks; the counts of one collective, type and set of contributions share
+// their data and one reference of the longest, so every call is held to the
+// prefix property across lengths and roads. Prints nothing; returns the
+// mismatches.
 std::vector<std::string> check_deterministic_suite(Communicator& comm, bool windows);
 
 }  // namespace chorus::test
