@@ -28,7 +28,9 @@ int main(int argc, char** argv) {
                 "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
   }
   // Element i of rank r's block: r * 1000 + i % 1000, exact in float32.
-  auto value = [](int r, size_t i) { return static_cast<float>(r * 1000 + static_cast<int>(i % 1000)); };
+  auto value = [](int r, size_t i) {
+    return static_cast<float>(r * 1000 + static_cast<int>(i % 1000));
+  };
   size_t total_wrong = 0;
   for (size_t bytes = s.min_bytes; bytes <= s.max_bytes;
        bytes = std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * s.factor))) {
@@ -79,8 +81,8 @@ int main(int argc, char** argv) {
     const double factor = static_cast<double>(n - 1) / n;
     auto bw = [&](double sec) { return sec > 0 ? static_cast<double>(root_bytes) / sec / 1e9 : 0; };
     if (rank == 0)
-      std::printf("%12zu %12zu %8.2f %7.2f %7.2f %6zu %8.2f %7.2f %7.2f %6zu\n", root_bytes,
-                  count, seconds[0] * 1e6, bw(seconds[0]), bw(seconds[0]) * factor, wrongs[0],
+      std::printf("%12zu %12zu %8.2f %7.2f %7.2f %6zu %8.2f %7.2f %7.2f %6zu\n", root_bytes, count,
+                  seconds[0] * 1e6, bw(seconds[0]), bw(seconds[0]) * factor, wrongs[0],
                   seconds[1] * 1e6, bw(seconds[1]), bw(seconds[1]) * factor, wrongs[1]);
     std::fflush(stdout);
   }

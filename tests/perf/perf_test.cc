@@ -42,7 +42,7 @@ TEST(PerfCheck, ExpectedOutputIsTheSerialReductionOfTheInputs) {
         const auto type = static_cast<DataType>(t);
         const auto op = static_cast<ReduceOp>(o);
         if (!applies(op, type)) continue;  // band, bor, bxor: integers only
-        const size_t count = 131;  // two cycles of the largest modulus and more
+        const size_t count = 131;          // two cycles of the largest modulus and more
         const size_t es = dtype_size(type);
         std::vector<std::byte> acc(count * es), in(count * es);
         for (int r = 0; r < n; ++r) {
